@@ -1,0 +1,3 @@
+fn main() {
+    println!("greenreplica-storage {}", greenreplica_storage::VERSION);
+}
