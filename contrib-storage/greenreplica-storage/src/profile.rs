@@ -1,0 +1,382 @@
+//! Drive profiles: the physical and power figures of a drive, kept as TOML data files in
+//! `contrib-storage/profiles/` and embedded in the binary.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Profiles shipped with the agent, embedded so a bare binary can replay and serve.
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "ultrastar-36z15",
+        include_str!("../../profiles/ultrastar-36z15.toml"),
+    ),
+    (
+        "deskstar-t7k250",
+        include_str!("../../profiles/deskstar-t7k250.toml"),
+    ),
+    (
+        "ultrastar-15k600",
+        include_str!("../../profiles/ultrastar-15k600.toml"),
+    ),
+    (
+        "seagate-st1000nm0011",
+        include_str!("../../profiles/seagate-st1000nm0011.toml"),
+    ),
+    ("ssd", include_str!("../../profiles/ssd.toml")),
+    ("test-fast", include_str!("../../profiles/test-fast.toml")),
+];
+
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    #[error("unknown drive profile {name:?} (built in: {known}); give a path to a .toml file to load your own")]
+    Unknown { name: String, known: String },
+    #[error("cannot read drive profile {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("drive profile {origin}: {source}")]
+    Parse {
+        origin: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("drive profile {origin}: key `{key}`: {problem}")]
+    Invalid {
+        origin: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// One low-power state of a drive and the cost of entering and leaving it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StandbyMode {
+    pub name: String,
+    pub power_w: f64,
+    pub spin_down_s: f64,
+    /// Energy of the whole spin-down; defaults to active power times its duration.
+    pub spin_down_j: Option<f64>,
+    pub spin_up_s: f64,
+    /// Energy of the whole spin-up; defaults to active power times its duration.
+    pub spin_up_j: Option<f64>,
+}
+
+/// A drive's figures as read from its data file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DriveProfile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub capacity_bytes: u64,
+    /// Spindle speed; 0 for flash (no rotational latency).
+    pub rpm: u32,
+    pub avg_seek_ms: f64,
+    #[serde(default)]
+    pub track_to_track_seek_ms: f64,
+    #[serde(default)]
+    pub read_overhead_ms: f64,
+    #[serde(default)]
+    pub write_overhead_ms: f64,
+    pub transfer_mb_s: f64,
+    /// Write transfer rate when it differs from the read rate (flash).
+    pub write_transfer_mb_s: Option<f64>,
+    pub active_w: f64,
+    pub idle_w: f64,
+    pub default_standby_mode: String,
+    pub standby_modes: Vec<StandbyMode>,
+}
+
+impl StandbyMode {
+    pub fn spin_down_joules(&self, active_w: f64) -> f64 {
+        self.spin_down_j.unwrap_or(active_w * self.spin_down_s)
+    }
+
+    pub fn spin_up_joules(&self, active_w: f64) -> f64 {
+        self.spin_up_j.unwrap_or(active_w * self.spin_up_s)
+    }
+}
+
+impl DriveProfile {
+    /// A built-in profile by name, or a profile file when `name_or_path` looks like a path.
+    pub fn load(name_or_path: &str) -> Result<Self, ProfileError> {
+        if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+            return Self::from_file(Path::new(name_or_path));
+        }
+        match BUILTIN.iter().find(|(name, _)| *name == name_or_path) {
+            Some((name, text)) => Self::parse(text, &format!("built-in {name}")),
+            None => Err(ProfileError::Unknown {
+                name: name_or_path.to_string(),
+                known: Self::builtin_names().join(", "),
+            }),
+        }
+    }
+
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(name, _)| *name).collect()
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ProfileError> {
+        let profile: DriveProfile = toml::from_str(text).map_err(|source| ProfileError::Parse {
+            origin: origin.to_string(),
+            source: Box::new(source),
+        })?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ProfileError> {
+        let invalid = |key: &str, problem: String| ProfileError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            problem,
+        };
+        let non_negative = [
+            ("avg_seek_ms", self.avg_seek_ms),
+            ("track_to_track_seek_ms", self.track_to_track_seek_ms),
+            ("read_overhead_ms", self.read_overhead_ms),
+            ("write_overhead_ms", self.write_overhead_ms),
+            ("active_w", self.active_w),
+            ("idle_w", self.idle_w),
+        ];
+        for (key, value) in non_negative {
+            if !value.is_finite() || value < 0.0 {
+                return Err(invalid(key, format!("must be a number >= 0, got {value}")));
+            }
+        }
+        if self.capacity_bytes == 0 {
+            return Err(invalid("capacity_bytes", "must be > 0".into()));
+        }
+        if !(self.transfer_mb_s.is_finite() && self.transfer_mb_s > 0.0) {
+            return Err(invalid("transfer_mb_s", "must be > 0".into()));
+        }
+        if let Some(rate) = self.write_transfer_mb_s {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(invalid("write_transfer_mb_s", "must be > 0".into()));
+            }
+        }
+        if self.track_to_track_seek_ms > self.avg_seek_ms {
+            return Err(invalid(
+                "track_to_track_seek_ms",
+                format!(
+                    "{} ms is longer than avg_seek_ms {} ms",
+                    self.track_to_track_seek_ms, self.avg_seek_ms
+                ),
+            ));
+        }
+        if self.standby_modes.is_empty() {
+            return Err(invalid(
+                "standby_modes",
+                "at least one mode is needed".into(),
+            ));
+        }
+        for (i, mode) in self.standby_modes.iter().enumerate() {
+            let key = |field: &str| format!("standby_modes[{i}].{field}");
+            let figures = [
+                ("power_w", Some(mode.power_w)),
+                ("spin_down_s", Some(mode.spin_down_s)),
+                ("spin_up_s", Some(mode.spin_up_s)),
+                ("spin_down_j", mode.spin_down_j),
+                ("spin_up_j", mode.spin_up_j),
+            ];
+            for (field, value) in figures {
+                if let Some(value) = value {
+                    if !value.is_finite() || value < 0.0 {
+                        return Err(invalid(
+                            &key(field),
+                            format!("must be a number >= 0, got {value}"),
+                        ));
+                    }
+                }
+            }
+            if mode.power_w >= self.idle_w {
+                return Err(invalid(
+                    &key("power_w"),
+                    format!(
+                        "standby power {} W must be below idle power {} W",
+                        mode.power_w, self.idle_w
+                    ),
+                ));
+            }
+        }
+        if self.mode_index(&self.default_standby_mode).is_none() {
+            return Err(invalid(
+                "default_standby_mode",
+                format!(
+                    "{:?} is not one of the standby_modes",
+                    self.default_standby_mode
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn mode_index(&self, name: &str) -> Option<usize> {
+        self.standby_modes.iter().position(|m| m.name == name)
+    }
+
+    pub fn default_mode_index(&self) -> usize {
+        self.mode_index(&self.default_standby_mode).unwrap_or(0)
+    }
+
+    pub fn mode(&self, index: usize) -> &StandbyMode {
+        &self.standby_modes[index.min(self.standby_modes.len() - 1)]
+    }
+
+    /// Energy spent over an idle gap of `gap_s` seconds if the drive sleeps in `mode`
+    /// for all of it (spin-down at the start, spin-up ending at its end).
+    pub fn sleep_energy(&self, mode: usize, gap_s: f64) -> f64 {
+        let m = self.mode(mode);
+        let transitions = m.spin_down_s + m.spin_up_s;
+        m.spin_down_joules(self.active_w)
+            + m.spin_up_joules(self.active_w)
+            + m.power_w * (gap_s - transitions).max(0.0)
+    }
+
+    /// The idle time for which spinning down and up again costs as much energy as staying
+    /// idle: idle_w·T = E_down + E_up + P_standby·(T − t_down − t_up). A gap shorter than the
+    /// two transitions cannot be slept through at all, so that is the floor.
+    pub fn break_even_s(&self, mode: usize) -> f64 {
+        let m = self.mode(mode);
+        let transitions = m.spin_down_s + m.spin_up_s;
+        let energy = m.spin_down_joules(self.active_w) + m.spin_up_joules(self.active_w)
+            - m.power_w * transitions;
+        (energy / (self.idle_w - m.power_w)).max(transitions)
+    }
+
+    /// The mode that saves most over a gap of `gap_s`, if any mode saves at all.
+    pub fn best_mode_for_gap(&self, gap_s: f64) -> Option<usize> {
+        (0..self.standby_modes.len())
+            .filter(|&i| self.break_even_s(i) <= gap_s)
+            .min_by(|&a, &b| {
+                self.sleep_energy(a, gap_s)
+                    .total_cmp(&self.sleep_energy(b, gap_s))
+            })
+    }
+
+    pub fn write_rate_bytes_s(&self) -> f64 {
+        self.write_transfer_mb_s.unwrap_or(self.transfer_mb_s) * 1e6
+    }
+
+    pub fn read_rate_bytes_s(&self) -> f64 {
+        self.transfer_mb_s * 1e6
+    }
+
+    /// The profile summary the control socket reports.
+    pub fn summary(&self, mode: usize) -> serde_json::Value {
+        let m = self.mode(mode);
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "standby_mode": m.name,
+            "spin_up_s": m.spin_up_s,
+            "spin_down_s": m.spin_down_s,
+            "spin_up_j": m.spin_up_joules(self.active_w),
+            "spin_down_j": m.spin_down_joules(self.active_w),
+            "break_even_s": self.break_even_s(mode),
+            "active_w": self.active_w,
+            "idle_w": self.idle_w,
+            "standby_w": m.power_w,
+            "capacity_bytes": self.capacity_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_loads_and_validates() {
+        for name in DriveProfile::builtin_names() {
+            let profile = DriveProfile::load(name).unwrap();
+            assert_eq!(profile.name, name, "file name and `name` key agree");
+        }
+    }
+
+    #[test]
+    fn deskstar_has_three_standby_modes() {
+        let p = DriveProfile::load("deskstar-t7k250").unwrap();
+        let names: Vec<_> = p.standby_modes.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["unloaded", "low-rpm", "non-spinning"]);
+    }
+
+    #[test]
+    fn break_even_of_ultrastar_36z15_is_derived_from_its_figures() {
+        let p = DriveProfile::load("ultrastar-36z15").unwrap();
+        // (62.25 + 904.8 - 4.15 * 41) / (22.3 - 4.15)
+        let expected = (62.25 + 904.8 - 4.15 * 41.0) / (22.3 - 4.15);
+        assert!((p.break_even_s(0) - expected).abs() < 1e-9);
+        // Idling exactly that long costs the same either way.
+        let t = p.break_even_s(0);
+        assert!((p.sleep_energy(0, t) - p.idle_w * t).abs() < 1e-6);
+    }
+
+    #[test]
+    fn break_even_is_at_least_the_transition_time() {
+        let p = DriveProfile::load("deskstar-t7k250").unwrap();
+        for i in 0..p.standby_modes.len() {
+            let m = p.mode(i);
+            assert!(p.break_even_s(i) >= m.spin_down_s + m.spin_up_s);
+        }
+    }
+
+    #[test]
+    fn test_fast_transitions_are_sub_second() {
+        let p = DriveProfile::load("test-fast").unwrap();
+        let m = p.mode(p.default_mode_index());
+        assert!(m.spin_up_s < 1.0 && m.spin_down_s < 1.0);
+    }
+
+    #[test]
+    fn best_mode_depends_on_the_gap() {
+        let p = DriveProfile::load("deskstar-t7k250").unwrap();
+        assert_eq!(p.best_mode_for_gap(0.5), None, "too short to sleep at all");
+        let long = p.best_mode_for_gap(3600.0).unwrap();
+        assert_eq!(p.mode(long).name, "non-spinning");
+    }
+
+    #[test]
+    fn missing_transition_energy_defaults_to_active_power() {
+        let p = DriveProfile::load("seagate-st1000nm0011").unwrap();
+        let m = p.mode(0);
+        assert!((m.spin_up_joules(p.active_w) - 6.82 * 9.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unknown_name_lists_the_builtins() {
+        let err = DriveProfile::load("no-such-drive").unwrap_err().to_string();
+        assert!(err.contains("test-fast"), "{err}");
+    }
+
+    #[test]
+    fn invalid_figure_names_the_key() {
+        let text =
+            include_str!("../../profiles/test-fast.toml").replace("idle_w = 5.0", "idle_w = 0.5");
+        let err = DriveProfile::parse(&text, "test").unwrap_err().to_string();
+        assert!(err.contains("standby_modes[0].power_w"), "{err}");
+    }
+
+    #[test]
+    fn profile_file_loads_by_path() {
+        let dir = std::env::temp_dir().join(format!("grs-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mine.toml");
+        let text = include_str!("../../profiles/test-fast.toml").replace("test-fast", "mine");
+        std::fs::write(&path, text).unwrap();
+        let p = DriveProfile::load(path.to_str().unwrap()).unwrap();
+        assert_eq!(p.name, "mine");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,277 @@
+//! Replay a block trace through the engine under the virtual clock.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::clock::VirtualClock;
+use crate::drive::Drive;
+use crate::latency::{ResponseSummary, Samples};
+use crate::layout::{self, LayoutKind};
+use crate::ledger::{Ledger, PerState};
+use crate::policy::PolicySpec;
+use crate::profile::DriveProfile;
+use crate::trace::{ticks_to_seconds, TraceReader, TraceRecord};
+use crate::volume::{Health, MemberSlot, Volume};
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub trace: PathBuf,
+    pub profile: String,
+    pub policy: PolicySpec,
+    pub layout: LayoutKind,
+    pub members: usize,
+    pub stripe_unit: u64,
+    /// Only replay this DiskNumber (recorded agent traces: 0 is the volume).
+    pub disk: Option<u32>,
+    pub start_stop_budget_per_day: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Figures {
+    pub energy_joules: f64,
+    pub spin_ups: u64,
+    pub spin_downs: u64,
+    pub state_seconds: PerState,
+    pub state_joules: PerState,
+    pub reads: u64,
+    pub writes: u64,
+    pub response_ms: ResponseSummary,
+}
+
+impl Figures {
+    fn new(ledger: &Ledger, response_ms: ResponseSummary) -> Self {
+        Self {
+            energy_joules: ledger.energy_joules,
+            spin_ups: ledger.spin_ups,
+            spin_downs: ledger.spin_downs,
+            state_seconds: ledger.state_seconds,
+            state_joules: ledger.state_joules,
+            reads: ledger.reads,
+            writes: ledger.writes,
+            response_ms,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemberReport {
+    pub index: usize,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    pub trace: String,
+    pub profile: String,
+    pub policy: String,
+    pub layout: LayoutKind,
+    pub stripe_unit: u64,
+    pub requests: u64,
+    /// Requests whose offset lay beyond the volume and were wrapped around its size.
+    pub requests_wrapped: u64,
+    pub duration_s: f64,
+    pub break_even_s: f64,
+    #[serde(flatten)]
+    pub figures: Figures,
+    pub members: Vec<MemberReport>,
+}
+
+pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
+    let profile = Arc::new(DriveProfile::load(&opts.profile)?);
+    let mode = profile.default_mode_index();
+    let clock = Arc::new(VirtualClock::new());
+    let layout = layout::build(
+        opts.layout,
+        opts.members,
+        profile.capacity_bytes,
+        opts.stripe_unit,
+    )?;
+    let slots = (0..opts.members)
+        .map(|_| {
+            let drive = Drive::new(
+                profile.clone(),
+                mode,
+                opts.policy.build(opts.start_stop_budget_per_day),
+                0.0,
+                Ledger::default(),
+            );
+            MemberSlot::new(None, drive, Health::InSync)
+        })
+        .collect();
+    let volume = Volume::new("replay", layout, slots, clock.clone(), None, None);
+    let capacity = volume.capacity();
+
+    let mut origin = None;
+    let mut end = 0.0f64;
+    let mut requests = 0u64;
+    let mut wrapped = 0u64;
+    let mut responses = Samples::default();
+    let mut member_responses: Vec<Samples> =
+        (0..opts.members).map(|_| Samples::default()).collect();
+    let reader = TraceReader::open(&opts.trace)?;
+    for record in reader {
+        let TraceRecord {
+            timestamp,
+            disk,
+            kind,
+            offset,
+            size,
+            ..
+        } = record?;
+        if opts.disk.is_some_and(|d| d != disk) || size == 0 {
+            continue;
+        }
+        let t0 = *origin.get_or_insert(timestamp);
+        // Out-of-order stamps are served in arrival order: time never goes back.
+        clock.advance_to(ticks_to_seconds(timestamp.saturating_sub(t0)));
+        let now = crate::clock::Clock::now(clock.as_ref());
+        let size = size.min(capacity);
+        let mut offset = offset;
+        if offset + size > capacity {
+            offset %= capacity - size + 1;
+            wrapped += 1;
+        }
+        let scheduled = volume
+            .schedule(kind, offset, size)
+            .with_context(|| format!("request {} (offset {offset}, size {size})", requests + 1))?;
+        let mut done = now;
+        for (io, piece_done) in scheduled {
+            member_responses[io.member].push(piece_done - now);
+            done = done.max(piece_done);
+        }
+        responses.push(done - now);
+        end = end.max(done);
+        requests += 1;
+    }
+
+    let ledgers = volume.member_ledgers(end);
+    let total = Ledger::sum(&ledgers);
+    Ok(ReplayReport {
+        trace: opts.trace.display().to_string(),
+        profile: profile.name.clone(),
+        policy: opts.policy.to_string(),
+        layout: opts.layout,
+        stripe_unit: volume.layout().stripe_unit(),
+        requests,
+        requests_wrapped: wrapped,
+        duration_s: end,
+        break_even_s: profile.break_even_s(mode),
+        figures: Figures::new(&total, responses.summary(1e3)),
+        members: ledgers
+            .iter()
+            .zip(member_responses.iter_mut())
+            .enumerate()
+            .map(|(index, (ledger, samples))| MemberReport {
+                index,
+                figures: Figures::new(ledger, samples.summary(1e3)),
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(name: &str, lines: &[&str]) -> PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("grs-replay-{}-{name}.csv", std::process::id()));
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    }
+
+    fn options(path: PathBuf, policy: &str) -> ReplayOptions {
+        ReplayOptions {
+            trace: path,
+            profile: "ultrastar-36z15".into(),
+            policy: policy.parse().unwrap(),
+            layout: LayoutKind::Single,
+            members: 1,
+            stripe_unit: 65536,
+            disk: None,
+            start_stop_budget_per_day: 48,
+        }
+    }
+
+    const TWO_READS: [&str; 2] = [
+        "128166372000000000,h,0,Read,0,4096,0",
+        // 1000 s later (10^10 ticks of 100 ns).
+        "128166382000000000,h,0,Read,0,4096,0",
+    ];
+
+    #[test]
+    fn done_when_idle_timeout_scenario() {
+        let path = trace("idle", &TWO_READS);
+        let r = replay(&options(path.clone(), "idle-timeout:100")).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let s = r.figures.state_seconds;
+        assert_eq!(r.requests, 2);
+        assert_eq!((r.figures.spin_downs, r.figures.spin_ups), (1, 1));
+        assert!((s.idle - 100.0).abs() < 1e-6, "idle {}", s.idle);
+        assert!((s.spinning_down - 15.0).abs() < 1e-6);
+        assert!((s.spinning_up - 26.0).abs() < 1e-6);
+        assert!((s.standby - (1000.0 - 115.0 - s.active / 2.0)).abs() < 0.05);
+        let expected = 39.0 * s.active + 22.3 * s.idle + 62.25 + 4.15 * s.standby + 904.8;
+        assert!((r.figures.energy_joules - expected).abs() < 1e-6);
+        // The second request waited for the spin-up.
+        assert!(r.figures.response_ms.max > 26_000.0);
+        assert_eq!(r.members.len(), 1);
+        assert_eq!(r.members[0].figures.spin_ups, 1);
+    }
+
+    #[test]
+    fn done_when_always_on_scenario() {
+        let path = trace("on", &TWO_READS);
+        let r = replay(&options(path.clone(), "always-on")).unwrap();
+        std::fs::remove_file(path).unwrap();
+        assert_eq!((r.figures.spin_downs, r.figures.spin_ups), (0, 0));
+        let e = r.figures.energy_joules;
+        assert!((e - 22_300.0).abs() < 5.0, "{e}");
+        assert!(r.figures.response_ms.max < 30.0);
+    }
+
+    #[test]
+    fn raid10_writes_reach_both_members_of_a_pair() {
+        let path = trace(
+            "raid",
+            &[
+                "0,h,0,Write,0,4096,0",
+                "10000,h,0,Write,65536,4096,0",
+                "20000,h,0,Read,0,4096,0",
+            ],
+        );
+        let mut opts = options(path.clone(), "always-on");
+        opts.layout = LayoutKind::Raid10;
+        opts.members = 4;
+        let r = replay(&opts).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let writes: Vec<_> = r.members.iter().map(|m| m.figures.writes).collect();
+        assert_eq!(writes, vec![1, 1, 1, 1]);
+        assert_eq!(r.figures.reads, 1);
+    }
+
+    #[test]
+    fn disk_filter_skips_member_rows() {
+        let path = trace("disk", &["0,h,0,Read,0,4096,0", "1,h,1,Read,0,4096,0"]);
+        let mut opts = options(path.clone(), "always-on");
+        opts.disk = Some(0);
+        let r = replay(&opts).unwrap();
+        std::fs::remove_file(path).unwrap();
+        assert_eq!(r.requests, 1);
+    }
+
+    #[test]
+    fn bad_line_is_reported_with_its_number() {
+        let path = trace("bad", &["0,h,0,Read,0,4096,0", "oops"]);
+        let err = format!(
+            "{:#}",
+            replay(&options(path.clone(), "always-on")).unwrap_err()
+        );
+        std::fs::remove_file(path).unwrap();
+        assert!(err.contains("line 2"), "{err}");
+    }
+}
