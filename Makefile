@@ -1,0 +1,72 @@
+# greenreplica — top-level Makefile
+#
+# Two kinds of targets live here:
+#  - the extension's PGXS build (all, install, installcheck, clean), and
+#  - the project's entry points (check, demo, deps, storage), which drive
+#    the whole job on a fresh machine through the scripts in scripts/.
+# PGXS defines a "check" target of its own that only prints a refusal, so
+# PGXS is included only when no project entry point was asked for: the
+# entry points call back into this Makefile for the PGXS steps.
+
+PROJECT_GOALS := check demo deps storage storage-check bench-agent-fio
+
+ifneq ($(filter $(PROJECT_GOALS),$(MAKECMDGOALS)),)
+
+.PHONY: $(PROJECT_GOALS)
+
+# Install the system packages everything needs (Debian 12, as root).
+deps:
+	bash scripts/install-deps.sh
+
+# Build the storage agent.
+storage:
+	bash scripts/storage.sh build
+
+# Lint and test the storage agent.
+storage-check:
+	bash scripts/storage.sh check
+
+# Every test: Rust workspace, pg_regress and TAP suites.
+check:
+	bash scripts/check.sh
+
+# The main job end to end.
+demo:
+	bash scripts/demo.sh
+
+bench-agent-fio:
+	bash bench/agent-fio/run.sh
+
+else
+
+# Prefer the PostgreSQL 15 toolchain; PG_CONFIG=... overrides.
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+
+MODULE_big = greenreplica
+OBJS = \
+	src/greenreplica.o \
+	src/gr_guc.o \
+	src/gr_shmem.o \
+	src/gr_status.o \
+	src/gr_worker.o
+PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
+
+EXTENSION = greenreplica
+DATA = greenreplica--0.1.sql
+
+REGRESS = status guc
+# The library must be preloaded, so pg_regress runs its own instance.
+REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress \
+	--temp-config=$(CURDIR)/sql/greenreplica.conf
+
+TAP_TESTS = 1
+
+EXTRA_CLEAN = tmp_regress
+
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifeq ($(PGXS),)
+$(error pg_config not found: run "make deps" first, or set PG_CONFIG)
+endif
+include $(PGXS)
+
+endif

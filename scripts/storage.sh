@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build (build) or lint and test (check) the storage agent's Rust workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+cd contrib-storage
+case "${1:-build}" in
+build)
+	cargo build --release --locked 2>/dev/null || cargo build --release
+	;;
+check)
+	say "storage agent: cargo fmt --check"
+	cargo fmt --all -- --check
+	say "storage agent: cargo clippy -D warnings"
+	cargo clippy --all-targets -- -D warnings
+	say "storage agent: cargo test"
+	cargo test
+	if [ -f tests/run-root-integration.sh ]; then
+		say "storage agent: root integration tests"
+		bash tests/run-root-integration.sh
+	fi
+	;;
+*)
+	die "usage: scripts/storage.sh build|check"
+	;;
+esac

@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_guc.c
+ *	  The greenreplica.* configuration parameters.
+ *
+ * Every parameter is reloadable (PGC_SIGHUP): an operator tunes the RTO or
+ * the window on a running standby without a restart.  Integer parameters
+ * carry their range, so PostgreSQL itself refuses a bad value at ALTER
+ * SYSTEM or reload time with a message that names the allowed range.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "utils/guc.h"
+
+#include "greenreplica.h"
+
+/* Upper bounds, chosen so that every product stays well inside int64. */
+#define GR_MAX_RTO_S			(7 * 24 * 3600) /* one week */
+#define GR_MAX_WINDOW_SIZE_MB	(1024 * 1024)	/* 1 TB */
+#define GR_MAX_SPIN_CYCLES		1440	/* one a minute */
+
+int			gr_mode = GR_MODE_COMPACT;
+int			gr_rto_s = 100;
+int			gr_window_size_mb = 512;
+char	   *gr_agent_socket = NULL;
+int			gr_max_spin_cycles_per_day = 24;
+
+static const struct config_enum_entry gr_mode_options[] = {
+	{"off", GR_MODE_OFF, false},
+	{"defer", GR_MODE_DEFER, false},
+	{"compact", GR_MODE_COMPACT, false},
+	{NULL, 0, false}
+};
+
+const char *
+gr_mode_name(int mode)
+{
+	const struct config_enum_entry *entry;
+
+	for (entry = gr_mode_options; entry->name != NULL; entry++)
+	{
+		if (entry->val == mode)
+			return entry->name;
+	}
+	return "unknown";
+}
+
+/*
+ * The agent socket must be an absolute path that fits in sun_path; empty
+ * means "no storage agent".
+ */
+static bool
+check_agent_socket(char **newval, void **extra, GucSource source)
+{
+	const char *path = *newval;
+	struct sockaddr_un addr;
+
+	if (path == NULL || path[0] == '\0')
+		return true;
+
+	if (!is_absolute_path(path))
+	{
+		GUC_check_errdetail("The storage agent socket must be an absolute path, or empty for no agent.");
+		return false;
+	}
+	if (strlen(path) >= sizeof(addr.sun_path))
+	{
+		GUC_check_errdetail("The storage agent socket path must be shorter than %d bytes.",
+							(int) sizeof(addr.sun_path));
+		return false;
+	}
+	return true;
+}
+
+void
+gr_define_gucs(void)
+{
+	DefineCustomEnumVariable("greenreplica.mode",
+							 "Selects how a standby replays WAL.",
+							 "off replays as PostgreSQL does; defer replays in batches "
+							 "scheduled from greenreplica.rto; compact also folds and "
+							 "sorts each batch's block I/O.",
+							 &gr_mode,
+							 GR_MODE_COMPACT,
+							 gr_mode_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.rto",
+							"Recovery time objective: the longest a promotion may take.",
+							"Bounds how much unapplied WAL a standby may hold back.",
+							&gr_rto_s,
+							100,
+							1, GR_MAX_RTO_S,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.window_size",
+							"Largest amount of WAL replayed in one batch.",
+							NULL,
+							&gr_window_size_mb,
+							512,
+							1, GR_MAX_WINDOW_SIZE_MB,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("greenreplica.agent_socket",
+							   "Control socket of the greenreplica storage agent.",
+							   "Empty means no storage agent: batches still run, "
+							   "but nobody spins the data volume down.",
+							   &gr_agent_socket,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_agent_socket, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.max_spin_cycles_per_day",
+							"Largest number of data-volume spin-down/spin-up cycles per day.",
+							"Drives are rated for a limited number of start/stop cycles; "
+							"0 keeps the volume spinning.",
+							&gr_max_spin_cycles_per_day,
+							24,
+							0, GR_MAX_SPIN_CYCLES,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("greenreplica");
+}
