@@ -2,20 +2,31 @@
 //! and an energy ledger. One engine (`volume`) runs under a real clock (`serve`) and a
 //! virtual clock (`replay`).
 
+pub mod agent;
+pub mod assemble;
 pub mod clock;
+pub mod config;
+pub mod control;
+pub mod daemon;
 pub mod drive;
+pub mod export;
 pub mod latency;
 pub mod layout;
 pub mod ledger;
+pub mod ledger_store;
 pub mod member;
+pub mod metrics;
+pub mod metrics_http;
 pub mod policy;
 pub mod power_state;
 pub mod profile;
+pub mod rebuild;
 pub mod replay;
 pub mod service_model;
 pub mod superblock;
 pub mod sync;
 pub mod trace;
+pub mod users;
 pub mod volume;
 
 /// The agent's version, as reported by the CLI and the control socket.

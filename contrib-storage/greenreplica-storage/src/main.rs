@@ -3,12 +3,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
 
+use greenreplica_storage::control::client;
 use greenreplica_storage::layout::LayoutKind;
 use greenreplica_storage::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use greenreplica_storage::replay::{replay, ReplayOptions};
+
+const DEFAULT_SOCKET: &str = "/run/greenreplica-storage/control.sock";
 
 #[derive(Parser)]
 #[command(
@@ -17,12 +21,47 @@ use greenreplica_storage::replay::{replay, ReplayOptions};
     about = "Storage agent for greenreplica: a userspace disk array with power management"
 )]
 struct Cli {
+    /// Control socket of the running agent (client commands).
+    #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the agent (as root): assemble, export and mount the configured volumes.
+    Serve {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Show every volume with its power state, ledger and members.
+    Status,
+    /// List volume names.
+    Volumes,
+    /// Spin a volume's members up ahead of use.
+    Wake { volume: String },
+    /// Ask for a volume's members to spin down (cooperative policy).
+    Sleep {
+        volume: String,
+        /// How long the caller expects the volume to stay idle.
+        #[arg(long)]
+        expected_idle_s: Option<f64>,
+    },
+    /// Mark a member failed (the volume continues degraded if it has a copy).
+    FailMember { volume: String, member: usize },
+    /// Put a fresh member in place of a failed one and rebuild it.
+    ReplaceMember {
+        volume: String,
+        member: usize,
+        /// New backing file or device (default: the configured path, recreated).
+        #[arg(long)]
+        path: Option<String>,
+    },
+    /// Print the Prometheus metrics text.
+    Metrics,
+    /// Send one raw JSON request line and print the reply.
+    Request { json: String },
     /// Replay a block trace (MSR Cambridge CSV) under a virtual clock; prints one JSON object.
     Replay {
         #[arg(long)]
@@ -49,8 +88,78 @@ enum Command {
     },
 }
 
+/// Send a request; print the reply; a reply with ok=false is an error exit.
+fn client_call(socket: &std::path::Path, request: Value, text_field: Option<&str>) -> Result<()> {
+    let reply = client::call(socket, &request)?;
+    match text_field
+        .and_then(|f| reply.get(f))
+        .and_then(Value::as_str)
+    {
+        Some(text) => print!("{text}"),
+        None => println!("{}", serde_json::to_string_pretty(&reply)?),
+    }
+    if reply.get("ok") != Some(&Value::Bool(true)) {
+        bail!(
+            "the agent refused: {}",
+            reply
+                .get("reason")
+                .or_else(|| reply.get("error"))
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given")
+        );
+    }
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn run(cli: Cli) -> Result<()> {
+    let socket = cli.socket.as_path();
     match cli.command {
+        Command::Serve { config } => {
+            init_logging();
+            greenreplica_storage::daemon::serve(&config)
+        }
+        Command::Status => client_call(socket, json!({"op": "status"}), None),
+        Command::Volumes => client_call(socket, json!({"op": "volumes"}), None),
+        Command::Wake { volume } => {
+            client_call(socket, json!({"op": "wake", "volume": volume}), None)
+        }
+        Command::Sleep {
+            volume,
+            expected_idle_s,
+        } => client_call(
+            socket,
+            json!({"op": "sleep", "volume": volume, "expected_idle_s": expected_idle_s}),
+            None,
+        ),
+        Command::FailMember { volume, member } => client_call(
+            socket,
+            json!({"op": "fail_member", "volume": volume, "member": member}),
+            None,
+        ),
+        Command::ReplaceMember {
+            volume,
+            member,
+            path,
+        } => client_call(
+            socket,
+            json!({"op": "replace_member", "volume": volume, "member": member, "path": path}),
+            None,
+        ),
+        Command::Metrics => client_call(socket, json!({"op": "metrics"}), Some("text")),
+        Command::Request { json } => {
+            let request: Value =
+                serde_json::from_str(&json).context("the request is not valid JSON")?;
+            client_call(socket, request, None)
+        }
         Command::Replay {
             trace,
             profile,

@@ -255,11 +255,13 @@ impl PowerPolicy for Cooperative {
         }
         match self.budget_allows_at(now) {
             Some(t) if t <= now => {}
-            Some(t) => return Err(format!(
+            Some(t) => {
+                return Err(format!(
                 "the start/stop budget of {} per day is spent (next spin-down allowed in {:.0} s)",
                 self.budget_per_day,
                 t - now
-            )),
+            ))
+            }
             None => return Err("the start/stop budget is 0 per day".into()),
         }
         self.sleep_requested_at = Some(now);

@@ -1,0 +1,538 @@
+//! The agent's TOML configuration, validated with messages that name the key and the problem.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::layout::LayoutKind;
+use crate::member::MemberKind;
+use crate::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
+use crate::profile::DriveProfile;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("configuration {path}: {source}")]
+    Parse {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("configuration {path}: `{key}`: {problem}")]
+    Invalid {
+        path: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// A byte count written as an integer or as text with a unit ("256MiB", "1G").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Size::Bytes(b) => Ok(*b),
+            Size::Text(t) => parse_size(t),
+        }
+    }
+}
+
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+        .unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 4096, \"256MiB\", \"10G\")"))?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" | "k" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => return Err(format!("unknown unit {other:?} in {text:?}")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+fn default_socket() -> PathBuf {
+    PathBuf::from("/run/greenreplica-storage/control.sock")
+}
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/greenreplica-storage")
+}
+fn default_runtime_dir() -> PathBuf {
+    PathBuf::from("/run/greenreplica-storage")
+}
+fn default_fuse_threads() -> usize {
+    4
+}
+fn default_stripe_unit() -> u64 {
+    65536
+}
+fn default_policy() -> PolicySpec {
+    PolicySpec::IdleTimeout { timeout_s: 600.0 }
+}
+fn default_budget() -> u32 {
+    DEFAULT_START_STOP_BUDGET
+}
+fn default_rebuild_mb_s() -> f64 {
+    50.0
+}
+fn default_filesystem() -> String {
+    "ext4".into()
+}
+fn default_mode() -> String {
+    "0700".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// Group whose members (besides root) may use the control socket.
+    pub group: Option<String>,
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    #[serde(default = "default_runtime_dir")]
+    pub runtime_dir: PathBuf,
+    /// Optional Prometheus listener; loopback addresses only.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Directories under which `create_volume` may mount volumes for unprivileged callers.
+    #[serde(default)]
+    pub volume_directories: Vec<PathBuf>,
+    #[serde(default = "default_fuse_threads")]
+    pub fuse_threads: usize,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        Self {
+            socket: default_socket(),
+            group: None,
+            state_dir: default_state_dir(),
+            runtime_dir: default_runtime_dir(),
+            metrics_listen: None,
+            volume_directories: Vec::new(),
+            fuse_threads: default_fuse_threads(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    pub kind: MemberKind,
+    pub path: PathBuf,
+    /// Required for file and emulated-hdd members; a blockdev has its device's size.
+    pub size: Option<Size>,
+    pub profile: String,
+    /// Standby mode of the profile to use (default: the profile's default).
+    pub standby_mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    pub mount_point: PathBuf,
+    #[serde(default = "default_filesystem")]
+    pub filesystem: String,
+    /// User name or numeric uid that owns the mounted filesystem's root.
+    pub owner: Option<String>,
+    /// Group name or numeric gid (default: the owner's primary group).
+    pub group: Option<String>,
+    /// Permissions of the filesystem root, octal.
+    #[serde(default = "default_mode")]
+    pub mode: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeConfig {
+    pub name: String,
+    pub layout: LayoutKind,
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: u64,
+    #[serde(default = "default_policy")]
+    pub policy: PolicySpec,
+    #[serde(default = "default_budget")]
+    pub start_stop_budget_per_day: u32,
+    /// Record volume and member I/O here (MSR CSV).
+    pub trace: Option<PathBuf>,
+    #[serde(default = "default_rebuild_mb_s")]
+    pub rebuild_mb_s: f64,
+    pub export: ExportConfig,
+    #[serde(rename = "member")]
+    pub members: Vec<MemberConfig>,
+}
+
+/// A recipe for volumes that unprivileged callers create over the control socket.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateConfig {
+    pub name: String,
+    pub layout: LayoutKind,
+    pub members: usize,
+    pub member_kind: MemberKind,
+    pub member_size: Size,
+    pub profile: String,
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: u64,
+    #[serde(default = "default_policy")]
+    pub policy: PolicySpec,
+    #[serde(default = "default_budget")]
+    pub start_stop_budget_per_day: u32,
+    #[serde(default = "default_rebuild_mb_s")]
+    pub rebuild_mb_s: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub agent: AgentSection,
+    #[serde(default, rename = "volume")]
+    pub volumes: Vec<VolumeConfig>,
+    #[serde(default, rename = "template")]
+    pub templates: Vec<TemplateConfig>,
+    /// Where the configuration came from (for messages).
+    #[serde(skip)]
+    pub origin: String,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: origin.to_string(),
+            source: Box::new(source),
+        })?;
+        config.origin = origin.to_string();
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn invalid(&self, key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.origin.clone(),
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let a = &self.agent;
+        for (key, path) in [
+            ("agent.socket", &a.socket),
+            ("agent.state_dir", &a.state_dir),
+            ("agent.runtime_dir", &a.runtime_dir),
+        ] {
+            if !path.is_absolute() {
+                return Err(
+                    self.invalid(key, format!("{} must be an absolute path", path.display()))
+                );
+            }
+        }
+        if let Some(addr) = a.metrics_listen {
+            if !addr.ip().is_loopback() {
+                return Err(self.invalid(
+                    "agent.metrics_listen",
+                    format!(
+                        "{addr} is not a loopback address (metrics are served on loopback only)"
+                    ),
+                ));
+            }
+        }
+        for (i, dir) in a.volume_directories.iter().enumerate() {
+            if !dir.is_absolute() {
+                return Err(self.invalid(
+                    format!("agent.volume_directories[{i}]"),
+                    "must be an absolute path",
+                ));
+            }
+        }
+        if a.fuse_threads == 0 || a.fuse_threads > 64 {
+            return Err(self.invalid("agent.fuse_threads", "must be between 1 and 64"));
+        }
+        let mut names = BTreeSet::new();
+        let mut paths = BTreeSet::new();
+        let mut mounts = BTreeSet::new();
+        for (v, vol) in self.volumes.iter().enumerate() {
+            let key = |k: &str| format!("volume[{v}].{k}");
+            if !valid_name(&vol.name) {
+                return Err(self.invalid(
+                    key("name"),
+                    format!("{:?}: use 1-64 letters, digits, - or _", vol.name),
+                ));
+            }
+            if !names.insert(vol.name.clone()) {
+                return Err(self.invalid(
+                    key("name"),
+                    format!("{:?} is used by another volume", vol.name),
+                ));
+            }
+            self.check_common(
+                &key,
+                vol.layout,
+                vol.members.len(),
+                vol.stripe_unit,
+                vol.rebuild_mb_s,
+            )?;
+            if !vol.export.mount_point.is_absolute() {
+                return Err(self.invalid(key("export.mount_point"), "must be an absolute path"));
+            }
+            if !mounts.insert(vol.export.mount_point.clone()) {
+                return Err(self.invalid(key("export.mount_point"), "is used by another volume"));
+            }
+            if vol.export.filesystem != "ext4" {
+                return Err(self.invalid(
+                    key("export.filesystem"),
+                    format!("{:?} is not supported (only ext4)", vol.export.filesystem),
+                ));
+            }
+            parse_mode(&vol.export.mode).map_err(|p| self.invalid(key("export.mode"), p))?;
+            for (m, member) in vol.members.iter().enumerate() {
+                let mkey = |k: &str| key(&format!("member[{m}].{k}"));
+                if !member.path.is_absolute() {
+                    return Err(self.invalid(mkey("path"), "must be an absolute path"));
+                }
+                if !paths.insert(member.path.clone()) {
+                    return Err(self.invalid(
+                        mkey("path"),
+                        format!("{} is used by another member", member.path.display()),
+                    ));
+                }
+                let profile = DriveProfile::load(&member.profile)
+                    .map_err(|e| self.invalid(mkey("profile"), e.to_string()))?;
+                if let Some(mode) = &member.standby_mode {
+                    if profile.mode_index(mode).is_none() {
+                        return Err(self.invalid(
+                            mkey("standby_mode"),
+                            format!("profile {} has no standby mode {mode:?}", profile.name),
+                        ));
+                    }
+                }
+                match (&member.size, member.kind) {
+                    (None, MemberKind::Blockdev) => {}
+                    (None, _) => {
+                        return Err(self.invalid(
+                            mkey("size"),
+                            "is required for file and emulated-hdd members",
+                        ))
+                    }
+                    (Some(size), _) => {
+                        let bytes = size.bytes().map_err(|p| self.invalid(mkey("size"), p))?;
+                        if bytes < 8 << 20 {
+                            return Err(self.invalid(
+                                mkey("size"),
+                                format!("{bytes} bytes is too small (at least 8 MiB)"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let mut templates = BTreeSet::new();
+        for (t, tpl) in self.templates.iter().enumerate() {
+            let key = |k: &str| format!("template[{t}].{k}");
+            if !valid_name(&tpl.name) || !templates.insert(tpl.name.clone()) {
+                return Err(self.invalid(
+                    key("name"),
+                    format!("{:?} is not a valid, unique name", tpl.name),
+                ));
+            }
+            self.check_common(
+                &key,
+                tpl.layout,
+                tpl.members,
+                tpl.stripe_unit,
+                tpl.rebuild_mb_s,
+            )?;
+            if tpl.member_kind == MemberKind::Blockdev {
+                return Err(self.invalid(
+                    key("member_kind"),
+                    "templates create file or emulated-hdd members only",
+                ));
+            }
+            let bytes = tpl
+                .member_size
+                .bytes()
+                .map_err(|p| self.invalid(key("member_size"), p))?;
+            if bytes < 8 << 20 {
+                return Err(self.invalid(key("member_size"), "must be at least 8 MiB"));
+            }
+            DriveProfile::load(&tpl.profile)
+                .map_err(|e| self.invalid(key("profile"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn check_common(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        layout: LayoutKind,
+        members: usize,
+        stripe_unit: u64,
+        rebuild_mb_s: f64,
+    ) -> Result<(), ConfigError> {
+        let problem = match layout {
+            LayoutKind::Single if members != 1 => Some(format!(
+                "layout single needs exactly 1 member, got {members}"
+            )),
+            LayoutKind::Raid10 if members < 2 || members % 2 == 1 => Some(format!(
+                "layout raid10 needs an even number of members (at least 2), got {members}"
+            )),
+            _ => None,
+        };
+        if let Some(p) = problem {
+            return Err(self.invalid(key("member"), p));
+        }
+        if layout == LayoutKind::Raid10 && (stripe_unit < 4096 || !stripe_unit.is_power_of_two()) {
+            return Err(self.invalid(
+                key("stripe_unit"),
+                format!("{stripe_unit} must be a power of two >= 4096"),
+            ));
+        }
+        if !(rebuild_mb_s.is_finite() && rebuild_mb_s > 0.0) {
+            return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));
+        }
+        Ok(())
+    }
+
+    pub fn template(&self, name: &str) -> Option<&TemplateConfig> {
+        self.templates.iter().find(|t| t.name == name)
+    }
+}
+
+pub fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{text:?} is not an octal file mode like \"0700\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[agent]
+socket = "/run/grs/control.sock"
+group = "postgres"
+
+[[volume]]
+name = "data"
+layout = "raid10"
+policy = "idle-timeout:60"
+
+[volume.export]
+mount_point = "/srv/data"
+owner = "postgres"
+
+[[volume.member]]
+kind = "emulated-hdd"
+path = "/var/lib/grs/data-0.img"
+size = "64MiB"
+profile = "test-fast"
+
+[[volume.member]]
+kind = "emulated-hdd"
+path = "/var/lib/grs/data-1.img"
+size = "64MiB"
+profile = "test-fast"
+"#;
+
+    fn err(text: &str) -> String {
+        Config::parse(text, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn minimal_config_parses_with_defaults() {
+        let c = Config::parse(MINIMAL, "test.toml").unwrap();
+        let v = &c.volumes[0];
+        assert_eq!(v.members.len(), 2);
+        assert_eq!(v.stripe_unit, 65536);
+        assert_eq!(v.policy, PolicySpec::IdleTimeout { timeout_s: 60.0 });
+        assert_eq!(
+            v.members[0].size.as_ref().unwrap().bytes().unwrap(),
+            64 << 20
+        );
+        assert_eq!(v.export.mode, "0700");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = err(&MINIMAL.replace("\"64MiB\"", "\"64 furlongs\""));
+        assert!(e.contains("volume[0].member[0].size"), "{e}");
+        let e = err(&MINIMAL.replace("test-fast", "no-such-drive"));
+        assert!(
+            e.contains("volume[0].member[0].profile") && e.contains("unknown drive profile"),
+            "{e}"
+        );
+        let e = err(&MINIMAL.replace("layout = \"raid10\"", "layout = \"single\""));
+        assert!(
+            e.contains("volume[0].member") && e.contains("exactly 1 member"),
+            "{e}"
+        );
+        let e = err(&MINIMAL.replace("[agent]", "[agent]\nmetrics_listen = \"0.0.0.0:9000\""));
+        assert!(e.contains("agent.metrics_listen"), "{e}");
+        let e = err(&MINIMAL.replace("idle-timeout:60", "idle-timeout:later"));
+        assert!(e.contains("policy") || e.contains("later"), "{e}");
+        let e = err(&MINIMAL.replace("data-1.img", "data-0.img"));
+        assert!(e.contains("volume[0].member[1].path"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let e = err(&MINIMAL.replace(
+            "layout = \"raid10\"",
+            "layout = \"raid10\"\nstipe_unit = 4096",
+        ));
+        assert!(e.contains("stipe_unit"), "{e}");
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert!(parse_size("lots").is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! Request shapes of the control protocol. The extension (C) speaks this, so shapes only
+//! ever grow. Every reply is an object with `"ok"`; failures carry `"error"`, declined
+//! sleeps carry `"declined": true` and `"reason"`.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    Volumes,
+    Volume {
+        volume: String,
+    },
+    Wake {
+        volume: String,
+    },
+    Sleep {
+        volume: String,
+        expected_idle_s: Option<f64>,
+    },
+    Hint {
+        volume: String,
+        extents: Vec<(u64, u64)>,
+    },
+    FailMember {
+        volume: String,
+        member: usize,
+    },
+    ReplaceMember {
+        volume: String,
+        member: usize,
+        /// A new backing file or device; default: the member's configured path, recreated.
+        path: Option<String>,
+    },
+    Metrics,
+    CreateVolume {
+        name: String,
+        template: String,
+        directory: String,
+    },
+    RemoveVolume {
+        name: String,
+    },
+}
+
+pub const OPS: &[&str] = &[
+    "status",
+    "volumes",
+    "volume",
+    "wake",
+    "sleep",
+    "hint",
+    "fail_member",
+    "replace_member",
+    "metrics",
+    "create_volume",
+    "remove_volume",
+];
+
+/// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.
+pub fn parse(line: &str) -> Result<Request, String> {
+    let value: Value =
+        serde_json::from_str(line).map_err(|e| format!("malformed request (not JSON): {e}"))?;
+    let op = match value.get("op") {
+        Some(Value::String(op)) => op.clone(),
+        Some(_) => return Err("malformed request: \"op\" must be a string".into()),
+        None if value.is_object() => return Err("malformed request: missing \"op\"".into()),
+        None => return Err("malformed request: expected a JSON object".into()),
+    };
+    if !OPS.contains(&op.as_str()) {
+        return Err(format!("unknown op {op:?} (known: {})", OPS.join(", ")));
+    }
+    serde_json::from_value(value).map_err(|e| format!("bad arguments for op {op:?}: {e}"))
+}
+
+pub fn error(message: impl std::fmt::Display) -> Value {
+    json!({"ok": false, "error": message.to_string()})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_documented_shapes() {
+        assert_eq!(parse(r#"{"op":"status"}"#), Ok(Request::Status));
+        assert_eq!(
+            parse(r#"{"op":"sleep","volume":"v","expected_idle_s":600}"#),
+            Ok(Request::Sleep {
+                volume: "v".into(),
+                expected_idle_s: Some(600.0)
+            })
+        );
+        assert_eq!(
+            parse(r#"{"op":"hint","volume":"v","extents":[[0,8192],[65536,4096]]}"#),
+            Ok(Request::Hint {
+                volume: "v".into(),
+                extents: vec![(0, 8192), (65536, 4096)]
+            })
+        );
+        assert_eq!(
+            parse(r#"{"op":"fail_member","volume":"v","member":1,"extra":true}"#),
+            Ok(Request::FailMember {
+                volume: "v".into(),
+                member: 1
+            }),
+            "unknown fields are tolerated so clients can add them"
+        );
+    }
+
+    #[test]
+    fn tells_malformed_unknown_and_bad_arguments_apart() {
+        assert!(parse("{not json")
+            .unwrap_err()
+            .starts_with("malformed request"));
+        assert!(parse("[1,2]")
+            .unwrap_err()
+            .contains("expected a JSON object"));
+        assert!(parse(r#"{"op":"explode"}"#)
+            .unwrap_err()
+            .starts_with("unknown op \"explode\""));
+        assert!(parse(r#"{"op":"wake"}"#)
+            .unwrap_err()
+            .contains("bad arguments for op \"wake\""));
+    }
+}

@@ -1,0 +1,110 @@
+//! `serve`: bring the configured volumes up, serve the control socket and metrics, run the
+//! power manager, and take everything down cleanly on SIGTERM or SIGINT.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::agent::Agent;
+use crate::config::Config;
+use crate::control::server::Server;
+use crate::metrics_http;
+use crate::users::resolve_group;
+
+/// Power transitions are booked at their exact model time; this is only how soon a real
+/// disk is told (and how fresh `status` is without a request).
+const POWER_TICK: Duration = Duration::from_millis(100);
+const LEDGER_SAVE_EVERY: Duration = Duration::from_secs(10);
+
+/// Block the shutdown signals in this thread (and so in every thread started later), so
+/// that `wait_for_signal` is the only place they are received.
+fn block_shutdown_signals() -> Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; the libc calls only read and write `set`.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            bail!("pthread_sigmask: {}", std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(set)
+    }
+}
+
+fn wait_for_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig = 0;
+    // SAFETY: `set` is initialised and `sig` is a valid out pointer.
+    unsafe { libc::sigwait(set, &mut sig) };
+    sig
+}
+
+pub fn serve(config_path: &Path) -> Result<()> {
+    let config = Config::load(config_path)?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("serve must run as root: it mounts filesystems and attaches loop devices");
+    }
+    let signals = block_shutdown_signals()?;
+    for dir in [&config.agent.state_dir, &config.agent.runtime_dir] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let group = config
+        .agent
+        .group
+        .as_deref()
+        .map(resolve_group)
+        .transpose()
+        .context("agent.group")?;
+
+    let agent = Arc::new(Agent::new(config.clone()));
+    let mut server = Server::start(&config.agent.socket, group, agent.clone())?;
+    if let Err(e) = agent.start_configured() {
+        server.stop();
+        agent.shutdown();
+        return Err(e);
+    }
+    if let Some(addr) = config.agent.metrics_listen {
+        let a = agent.clone();
+        // The listener thread lives as long as the process.
+        if let Err(e) = metrics_http::spawn(addr, Arc::new(move || a.metrics_text())) {
+            server.stop();
+            agent.shutdown();
+            return Err(e);
+        }
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let power = {
+        let agent = agent.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("power".into())
+            .spawn(move || {
+                let mut saved = Instant::now();
+                while !stop.load(Ordering::SeqCst) {
+                    agent.power_tick();
+                    if saved.elapsed() >= LEDGER_SAVE_EVERY {
+                        agent.save_ledgers();
+                        saved = Instant::now();
+                    }
+                    std::thread::sleep(POWER_TICK);
+                }
+            })
+            .context("cannot start the power thread")?
+    };
+    tracing::info!(config = %config_path.display(), "agent ready");
+
+    let sig = wait_for_signal(&signals);
+    tracing::info!(signal = sig, "shutting down");
+    stop.store(true, Ordering::SeqCst);
+    let _ = power.join();
+    server.stop();
+    agent.shutdown();
+    tracing::info!("stopped cleanly");
+    Ok(())
+}

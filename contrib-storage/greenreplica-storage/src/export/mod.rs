@@ -1,0 +1,176 @@
+//! Exporting a volume: FUSE image file → loop device → ext4 → mount point, and back.
+
+mod fuse_image;
+pub mod system;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use fuser::{BackgroundSession, MountOption};
+
+use crate::volume::Volume;
+pub use fuse_image::ImageFs;
+
+/// Where and how a volume is mounted.
+#[derive(Debug, Clone)]
+pub struct ExportSpec {
+    pub image: PathBuf,
+    pub mount_point: PathBuf,
+    pub fstype: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+    pub fuse_threads: usize,
+}
+
+pub struct Export {
+    session: Option<BackgroundSession>,
+    image: PathBuf,
+    loop_device: Option<String>,
+    mount_point: Option<PathBuf>,
+}
+
+/// Undo what a killed agent left behind: mounts of loop devices on our image, the loop
+/// devices, and the dead FUSE mount of the image itself.
+pub fn cleanup_stale(image: &Path) {
+    for device in system::loops_backed_by(image) {
+        for m in system::mounts().iter().filter(|m| m.source == device) {
+            tracing::warn!(device = %device, target = %m.target.display(), "unmounting stale mount");
+            if let Err(e) = system::umount_lazy(&m.target) {
+                tracing::warn!(error = %e, "stale unmount failed");
+            }
+        }
+        tracing::warn!(device = %device, image = %image.display(), "detaching stale loop device");
+        if let Err(e) = system::loop_detach(&device) {
+            tracing::warn!(error = %e, "stale loop detach failed");
+        }
+    }
+    if system::mounts().iter().any(|m| m.target == image) {
+        tracing::warn!(image = %image.display(), "unmounting stale FUSE image");
+        if let Err(e) = system::umount_lazy(image) {
+            tracing::warn!(error = %e, "stale FUSE unmount failed");
+        }
+    }
+}
+
+impl Export {
+    /// Bring the volume up at its mount point, formatting only a volume that never was.
+    pub fn start(volume: Arc<Volume>, spec: &ExportSpec) -> Result<Self> {
+        cleanup_stale(&spec.image);
+        if let Some(m) = system::mounts()
+            .iter()
+            .find(|m| m.target == spec.mount_point)
+        {
+            bail!(
+                "mount point {} is already in use by {} ({})",
+                spec.mount_point.display(),
+                m.source,
+                m.fstype
+            );
+        }
+        if !spec.mount_point.is_dir() {
+            bail!(
+                "mount point {} is not an existing directory",
+                spec.mount_point.display()
+            );
+        }
+        if let Some(dir) = spec.image.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&spec.image)
+            .with_context(|| format!("cannot create image mount point {}", spec.image.display()))?;
+
+        let mut export = Export {
+            session: None,
+            image: spec.image.clone(),
+            loop_device: None,
+            mount_point: None,
+        };
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            MountOption::FSName(format!("greenreplica-{}", volume.name())),
+            MountOption::Subtype("greenreplica".into()),
+        ];
+        config.n_threads = Some(spec.fuse_threads);
+        config.clone_fd = true;
+        let session = fuser::spawn_mount(ImageFs::new(volume.clone()), &spec.image, &config)
+            .with_context(|| format!("cannot mount the FUSE image at {}", spec.image.display()))?;
+        export.session = Some(session);
+
+        let device = system::loop_attach(&spec.image)?;
+        export.loop_device = Some(device.clone());
+        let identity = volume
+            .identity()
+            .context("a served volume has an identity")?;
+        if !identity.formatted {
+            tracing::info!(volume = %volume.name(), device = %device, "new volume: creating ext4");
+            system::mkfs_ext4(&device, volume.name())?;
+            volume.set_identity_flags(true, false)?;
+        } else {
+            if !identity.clean {
+                tracing::warn!(volume = %volume.name(), "volume was not released cleanly: running e2fsck -p");
+                system::fsck_preen(&device)?;
+            }
+            volume.set_identity_flags(true, false)?;
+        }
+        system::mount(&device, &spec.mount_point, &spec.fstype)?;
+        export.mount_point = Some(spec.mount_point.clone());
+        std::os::unix::fs::chown(&spec.mount_point, Some(spec.uid), Some(spec.gid)).with_context(
+            || {
+                format!(
+                    "cannot give {} to {}:{}",
+                    spec.mount_point.display(),
+                    spec.uid,
+                    spec.gid
+                )
+            },
+        )?;
+        std::fs::set_permissions(
+            &spec.mount_point,
+            std::fs::Permissions::from_mode(spec.mode),
+        )
+        .with_context(|| format!("cannot set mode of {}", spec.mount_point.display()))?;
+        tracing::info!(volume = %volume.name(), device = %device, mount_point = %spec.mount_point.display(), "volume mounted");
+        Ok(export)
+    }
+
+    /// Unmount, detach and end the FUSE session; keeps going on errors and reports the first.
+    pub fn stop(&mut self) -> Result<()> {
+        let mut first_error = None;
+        if let Some(mp) = self.mount_point.take() {
+            if let Err(e) = system::umount(&mp) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(device) = self.loop_device.take() {
+            if let Err(e) = system::loop_detach(&device) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(session) = self.session.take() {
+            if let Err(e) = session.umount_and_join() {
+                first_error.get_or_insert(anyhow::Error::from(e).context("FUSE unmount"));
+            }
+        }
+        let _ = std::fs::remove_file(&self.image);
+        match first_error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            tracing::error!(image = %self.image.display(), error = %e, "export teardown failed");
+        }
+    }
+}
