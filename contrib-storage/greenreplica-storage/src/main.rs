@@ -60,8 +60,16 @@ enum Command {
     },
     /// Print the Prometheus metrics text.
     Metrics,
-    /// Send one raw JSON request line and print the reply.
-    Request { json: String },
+    /// Send one JSON request and print the reply (or one field of it).
+    Request {
+        json: String,
+        /// Print only this field of the reply, as a JSON pointer (e.g. /volume/state).
+        #[arg(long)]
+        pointer: Option<String>,
+    },
+    /// Send standard input to the socket line by line, verbatim, and print each reply line
+    /// (for testing how the agent treats bad input).
+    Pipe,
     /// Replay a block trace (MSR Cambridge CSV) under a virtual clock; prints one JSON object.
     Replay {
         #[arg(long)]
@@ -155,11 +163,23 @@ fn run(cli: Cli) -> Result<()> {
             None,
         ),
         Command::Metrics => client_call(socket, json!({"op": "metrics"}), Some("text")),
-        Command::Request { json } => {
+        Command::Request { json, pointer } => {
             let request: Value =
                 serde_json::from_str(&json).context("the request is not valid JSON")?;
-            client_call(socket, request, None)
+            match pointer {
+                None => client_call(socket, request, None),
+                Some(pointer) => {
+                    let reply = client::call(socket, &request)?;
+                    match reply.pointer(&pointer) {
+                        Some(Value::String(s)) => println!("{s}"),
+                        Some(v) => println!("{v}"),
+                        None => bail!("the reply has no {pointer}: {reply}"),
+                    }
+                    Ok(())
+                }
+            }
         }
+        Command::Pipe => client::pipe(socket, std::io::stdin().lock(), std::io::stdout().lock()),
         Command::Replay {
             trace,
             profile,
