@@ -45,16 +45,21 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 MODULE_big = greenreplica
 OBJS = \
 	src/greenreplica.o \
+	src/gr_agent.o \
+	src/gr_flush.o \
 	src/gr_guc.o \
+	src/gr_plan.o \
+	src/gr_redo.o \
 	src/gr_shmem.o \
 	src/gr_status.o \
 	src/gr_worker.o
 PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
+PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
 DATA = greenreplica--0.1.sql
 
-REGRESS = status guc
+REGRESS = status guc plan
 # The library must be preloaded, so pg_regress runs its own instance.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress \
 	--temp-config=$(CURDIR)/sql/greenreplica.conf

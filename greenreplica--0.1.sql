@@ -8,7 +8,30 @@ CREATE FUNCTION greenreplica_status(
     OUT role text,
     OUT mode text,
     OUT phase text,
-    OUT worker_pid integer
+    OUT worker_pid integer,
+    OUT note text,
+    OUT unapplied_bytes bigint,
+    OUT max_unapplied_bytes bigint,
+    OUT r_gen float8,
+    OUT r_apl float8,
+    OUT r_apl_measured boolean,
+    OUT feasible boolean,
+    OUT rto_budget_s float8,
+    OUT rto_estimate_s float8,
+    OUT next_batch_at timestamptz,
+    OUT batches bigint,
+    OUT last_batch_start timestamptz,
+    OUT last_batch_duration_s float8,
+    OUT last_batch_bytes bigint,
+    OUT last_batch_records bigint,
+    OUT last_batch_buffers_flushed bigint,
+    OUT spin_cycles_today integer,
+    OUT agent text,
+    OUT agent_message text,
+    OUT volume_state text,
+    OUT spin_up_s float8,
+    OUT break_even_s float8,
+    OUT last_promotion_s float8
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'greenreplica_status'
@@ -18,10 +41,34 @@ CREATE VIEW greenreplica_status AS
     SELECT * FROM greenreplica_status();
 
 COMMENT ON VIEW greenreplica_status IS
-    'greenreplica state of this server: its role, the replay mode and the scheduler phase';
+    'greenreplica state of this server: role, replay mode, batch cycle, rates, RTO and the data volume';
 
--- Status is for monitoring roles, not for everyone.
+-- The batch planner (Goda & Kitsuregawa): rates in bytes/s, times in s.
+CREATE FUNCTION greenreplica_plan(
+    r_gen float8,
+    r_apl float8,
+    rto float8,
+    spin_up float8,
+    window_size bigint,
+    OUT t_apl float8,
+    OUT t_wnd float8,
+    OUT max_unapplied_bytes bigint,
+    OUT feasible boolean,
+    OUT reason text
+)
+RETURNS record
+AS 'MODULE_PATHNAME', 'greenreplica_plan'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- Start a batch now, on a standby.
+CREATE FUNCTION greenreplica_batch_now()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'greenreplica_batch_now'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- Status is for monitoring roles; forcing a batch for superusers.
 REVOKE ALL ON FUNCTION greenreplica_status() FROM PUBLIC;
 REVOKE ALL ON greenreplica_status FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION greenreplica_status() TO pg_monitor;
 GRANT SELECT ON greenreplica_status TO pg_monitor;
+REVOKE ALL ON FUNCTION greenreplica_batch_now() FROM PUBLIC;

@@ -15,6 +15,12 @@ ensure_test_user
 
 bash scripts/storage.sh check
 
+say "extension: unit tests of the pure planner"
+unit_dir=$(mktemp -d)
+cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_plan" test/unit/test_plan.c src/gr_plan.c -lm
+"$unit_dir/test_plan"
+rm -rf "$unit_dir"
+
 say "extension: build and install"
 make -s PG_CONFIG="$PG_CONFIG" clean
 make -s PG_CONFIG="$PG_CONFIG"

@@ -72,7 +72,7 @@ until [ "$(psql_at "$standby_port" -Atc "SELECT pg_last_wal_replay_lsn() >= '$ls
 say "greenreplica_status on each side"
 psql_at "$primary_port" -c 'SELECT * FROM greenreplica_status'
 for _ in $(seq 50); do
-	[ "$(psql_at "$standby_port" -Atc "SELECT phase FROM greenreplica_status")" = idle ] && break
+	[ "$(psql_at "$standby_port" -Atc "SELECT phase FROM greenreplica_status")" != inactive ] && break
 	sleep 0.2
 done
 psql_at "$standby_port" -c 'SELECT * FROM greenreplica_status'

@@ -28,6 +28,7 @@ int			gr_mode = GR_MODE_COMPACT;
 int			gr_rto_s = 100;
 int			gr_window_size_mb = 512;
 char	   *gr_agent_socket = NULL;
+char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
 
 static const struct config_enum_entry gr_mode_options[] = {
@@ -121,6 +122,16 @@ gr_define_gucs(void)
 							   PGC_SIGHUP,
 							   0,
 							   check_agent_socket, NULL, NULL);
+
+	DefineCustomStringVariable("greenreplica.agent_volume",
+							   "Storage agent volume that holds this standby's data.",
+							   "The volume the scheduler wakes before a batch and puts "
+							   "to sleep after it.",
+							   &gr_agent_volume,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("greenreplica.max_spin_cycles_per_day",
 							"Largest number of data-volume spin-down/spin-up cycles per day.",

@@ -24,8 +24,29 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static const char *const gr_phase_names[GR_PHASE_COUNT] = {
 	[GR_PHASE_INACTIVE] = "inactive",
-	[GR_PHASE_IDLE] = "idle",
+	[GR_PHASE_OFF] = "off",
+	[GR_PHASE_SLEEP] = "sleep",
+	[GR_PHASE_WAKE] = "wake",
+	[GR_PHASE_APPLY] = "apply",
+	[GR_PHASE_FLUSH] = "flush",
+	[GR_PHASE_CONTINUOUS] = "continuous",
+	[GR_PHASE_PROMOTING] = "promoting",
 };
+
+const char *
+gr_agent_state_name(GrAgentState state)
+{
+	switch (state)
+	{
+		case GR_AGENT_ABSENT:
+			return "absent";
+		case GR_AGENT_CONNECTED:
+			return "connected";
+		case GR_AGENT_ERROR:
+			return "error";
+	}
+	return "unknown";
+}
 
 const char *
 gr_phase_name(GrPhase phase)
@@ -40,6 +61,21 @@ gr_set_phase(GrPhase phase)
 {
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->phase = phase;
+	SpinLockRelease(&gr_state->mutex);
+}
+
+void
+gr_set_note(const char *fmt,...)
+{
+	char		buf[GR_MESSAGE_LEN];
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, args);
+	va_end(args);
+
+	SpinLockAcquire(&gr_state->mutex);
+	strlcpy(gr_state->note, buf, sizeof(gr_state->note));
 	SpinLockRelease(&gr_state->mutex);
 }
 
@@ -66,7 +102,15 @@ gr_shmem_startup(void)
 	{
 		memset(gr_state, 0, sizeof(GrSharedState));
 		SpinLockInit(&gr_state->mutex);
+		pg_atomic_init_u64(&gr_state->stop_lsn, 0);
+		pg_atomic_init_u64(&gr_state->records_replayed, 0);
+		pg_atomic_init_u64(&gr_state->last_checkpoint_end, 0);
 		gr_state->phase = GR_PHASE_INACTIVE;
+		gr_state->r_gen = -1;
+		gr_state->r_apl = -1;
+		gr_state->agent_state = GR_AGENT_ABSENT;
+		strlcpy(gr_state->volume_state, "unknown", GR_STATE_LEN);
+		gr_state->last_promotion_s = -1;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

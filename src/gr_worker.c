@@ -3,35 +3,134 @@
  * gr_worker.c
  *	  The greenreplica scheduler: a background worker on the standby.
  *
+ * It runs the batch cycle SLEEP -> WAKE -> APPLY -> FLUSH -> SLEEP:
+ *
+ *	SLEEP	replay is paused; the walreceiver goes on receiving and flushing
+ *			WAL, so the primary's synchronous commits are unaffected.  A batch
+ *			starts when the backlog reaches what can still be applied within
+ *			the RTO budget (gr_plan.c), or on greenreplica_batch_now().
+ *	WAKE	the storage agent spins the data volume up.  (Compaction will
+ *			decode and prefetch the window here, overlapping the spin-up.)
+ *	APPLY	replay resumes; the redo wrapper pauses it again right after the
+ *			record that reaches the WAL received when the batch began.
+ *	FLUSH	every dirty buffer is written in physical order (a restartpoint
+ *			too, when the window held a checkpoint), the data filesystems are
+ *			synced, and the agent is asked to spin the volume down when the
+ *			expected idle time beats the break-even time and the day's
+ *			start/stop budget allows it.
+ *
+ * Promotion wins at every phase: on a promote request the scheduler
+ * unpauses at once, wakes the volume and lets PostgreSQL replay to the end.
+ * When no plan is feasible, or the agent fails, replay runs continuously as
+ * in stock PostgreSQL, and the status says why.
+ *
  * The worker starts once the standby has reached a consistent state (so it
  * needs hot_standby, as pausing replay does) and lives exactly as long as
- * recovery: on a primary, or after promotion, it exits and is not started
- * again until the next server start.  It never holds anything that
- * shutdown or promotion would have to wait for.
+ * recovery.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <math.h>
+#include <unistd.h>
+
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/bgwriter.h"
 #include "postmaster/interrupt.h"
+#include "postmaster/startup.h"
+#include "replication/walreceiver.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "greenreplica.h"
+#include "gr_agent.h"
+#include "gr_plan.h"
 
-/* How often the idle scheduler looks at the recovery state. */
-#define GR_WORKER_NAP_MS		1000L
+/* How often the scheduler looks at replay, rates and promotion. */
+#define GR_TICK_MS				100L
 
 /* Seconds before the postmaster restarts a scheduler that failed. */
 #define GR_WORKER_RESTART_S		5
 
+/* Apply rate assumed before the first batch is measured (bytes/s). */
+#define GR_DEFAULT_R_APL		(16.0 * 1024 * 1024)
+
+/* Time constant of the WAL generation rate's moving average (s). */
+#define GR_R_GEN_TAU_S			30.0
+
+/* Weight of the newest batch in the apply rate's moving average. */
+#define GR_R_APL_WEIGHT			0.5
+
+/* Batches smaller than this do not update the apply rate: too noisy. */
+#define GR_R_APL_MIN_BYTES		(256 * 1024)
+
+/* Safety margin kept out of the RTO: max(this many s, fraction of RTO). */
+#define GR_RTO_MARGIN_MIN_S		2.0
+#define GR_RTO_MARGIN_FRACTION	0.10
+
+/* How often the agent's view of the volume is refreshed (s). */
+#define GR_AGENT_REFRESH_S		30
+
+/* Start/stop budget window. */
+#define GR_DAY_S				86400
+
+/* File whose presence means a promotion was requested (pg_ctl promote). */
+#define GR_PROMOTE_SIGNAL_FILE	"promote"
+
 PGDLLEXPORT void gr_scheduler_main(Datum main_arg);
+
+/* The scheduler's private state; what others may see goes to gr_state. */
+typedef struct GrScheduler
+{
+	GrPhase		phase;
+
+	/* rates */
+	TimestampTz last_sample_at;
+	XLogRecPtr	last_received;
+	double		r_gen;			/* < 0 until two samples */
+	double		r_apl;
+	bool		r_apl_measured;
+
+	/* the agent and the volume */
+	GrAgentState agent_state;
+	char		agent_message[GR_MESSAGE_LEN];
+	TimestampTz agent_checked_at;
+	GrVolumeInfo volume;
+	bool		volume_asleep;	/* we asked it to sleep and it agreed */
+	TimestampTz volume_ready_at;	/* during WAKE */
+	TimestampTz spin_cycles[1441];	/* ring of sleep times, last 24 h */
+	int			spin_cycle_next;
+
+	/* the current batch */
+	TimestampTz batch_start;
+	TimestampTz apply_start;
+	XLogRecPtr	apply_from;
+	XLogRecPtr	apply_to;
+	uint64		records_at_apply;
+	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
+												 * restartpoint */
+
+	/* plan */
+	GrPlan		plan;
+	double		trigger_bytes;
+	bool		infeasible_logged;
+
+	/* promotion */
+	TimestampTz promote_seen_at;
+} GrScheduler;
+
+static GrScheduler sched;
 
 void
 gr_register_worker(void)
@@ -49,19 +148,536 @@ gr_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/* Leave the shared state as if no scheduler had run. */
+/*
+ * On exit, never leave replay paused or a stop armed: whatever happens to
+ * the scheduler, the standby goes on replaying as stock PostgreSQL would.
+ */
 static void
 gr_worker_detach(int code, Datum arg)
 {
+	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
+	if (RecoveryInProgress())
+		SetRecoveryPause(false);
+
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->phase = GR_PHASE_INACTIVE;
 	gr_state->worker_pid = 0;
+	gr_state->worker_latch = NULL;
 	SpinLockRelease(&gr_state->mutex);
+}
+
+static double
+gr_seconds_between(TimestampTz from, TimestampTz to)
+{
+	return (double) (to - from) / USECS_PER_SEC;
+}
+
+static TimestampTz
+gr_after_seconds(TimestampTz from, double seconds)
+{
+	if (!isfinite(seconds) || seconds > 100.0 * 365 * GR_DAY_S)
+		return 0;
+	return from + (TimestampTz) (seconds * USECS_PER_SEC);
+}
+
+/* WAL received and flushed by the walreceiver; invalid without streaming. */
+static XLogRecPtr
+gr_received_lsn(void)
+{
+	return GetWalRcvFlushRecPtr(NULL, NULL);
+}
+
+static uint64
+gr_unapplied_bytes(void)
+{
+	XLogRecPtr	received = gr_received_lsn();
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+	return received > replayed ? received - replayed : 0;
+}
+
+static void
+gr_enter(GrPhase phase)
+{
+	sched.phase = phase;
+	gr_set_phase(phase);
+}
+
+static double
+gr_rto_margin_s(void)
+{
+	return Max(GR_RTO_MARGIN_MIN_S, GR_RTO_MARGIN_FRACTION * gr_rto_s);
+}
+
+static int
+gr_spin_cycles_last_day(TimestampTz now)
+{
+	int			count = 0;
+	int			i;
+
+	for (i = 0; i < lengthof(sched.spin_cycles); i++)
+	{
+		if (sched.spin_cycles[i] != 0 &&
+			gr_seconds_between(sched.spin_cycles[i], now) < GR_DAY_S)
+			count++;
+	}
+	return count;
+}
+
+/* Record an agent failure; one log line per incident. */
+static void
+gr_agent_failed(const char *what, const char *err)
+{
+	if (sched.agent_state != GR_AGENT_ERROR)
+		ereport(LOG,
+				(errmsg("greenreplica storage agent failed during %s: %s", what, err),
+				 errdetail("Replay continues as plain PostgreSQL replay until the agent answers again.")));
+	sched.agent_state = GR_AGENT_ERROR;
+	snprintf(sched.agent_message, sizeof(sched.agent_message), "%s: %s", what, err);
+}
+
+static void
+gr_agent_answered(void)
+{
+	if (sched.agent_state == GR_AGENT_ERROR)
+		ereport(LOG,
+				(errmsg("greenreplica storage agent answers again; batching resumes")));
+	sched.agent_state = GR_AGENT_CONNECTED;
+	sched.agent_message[0] = '\0';
+}
+
+/* Refresh what the agent says about the volume, now and then. */
+static void
+gr_refresh_agent(TimestampTz now, bool force)
+{
+	char		err[GR_MESSAGE_LEN];
+	int			interval = sched.agent_state == GR_AGENT_ERROR ? 5 : GR_AGENT_REFRESH_S;
+
+	if (!gr_agent_configured())
+	{
+		sched.agent_state = GR_AGENT_ABSENT;
+		sched.agent_message[0] = '\0';
+		sched.volume.spin_up_s = 0;
+		sched.volume.break_even_s = 0;
+		strlcpy(sched.volume.state, "unmanaged", sizeof(sched.volume.state));
+		sched.volume_asleep = false;
+		return;
+	}
+	if (!force && sched.agent_checked_at != 0 &&
+		gr_seconds_between(sched.agent_checked_at, now) < interval)
+		return;
+
+	sched.agent_checked_at = now;
+	if (gr_agent_volume_info(&sched.volume, err, sizeof(err)))
+		gr_agent_answered();
+	else
+		gr_agent_failed("volume lookup", err);
+}
+
+/* Sample the WAL generation rate from what the walreceiver flushed. */
+static void
+gr_sample_rates(TimestampTz now)
+{
+	XLogRecPtr	received = gr_received_lsn();
+	double		dt;
+
+	if (sched.last_sample_at == 0 || received < sched.last_received)
+	{
+		sched.last_sample_at = now;
+		sched.last_received = received;
+		return;
+	}
+	dt = gr_seconds_between(sched.last_sample_at, now);
+	if (dt < 1.0)
+		return;
+	sched.r_gen = gr_plan_smooth(sched.r_gen,
+								 (double) (received - sched.last_received) / dt,
+								 dt, GR_R_GEN_TAU_S);
+	sched.last_sample_at = now;
+	sched.last_received = received;
+}
+
+/* Plan from the current rates; the trigger leaves room for the spin-up. */
+static void
+gr_replan(void)
+{
+	double		r_gen = Max(sched.r_gen, 0);
+	double		rto = gr_rto_s - gr_rto_margin_s();
+
+	sched.plan = gr_plan_batches(r_gen, sched.r_apl, rto, sched.volume.spin_up_s,
+								 (double) gr_window_size_mb * 1024 * 1024);
+	sched.trigger_bytes = sched.plan.max_unapplied_bytes -
+		r_gen * (sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0);
+	if (sched.trigger_bytes < 0)
+		sched.trigger_bytes = 0;
+}
+
+static double
+gr_spin_up_remaining(TimestampTz now)
+{
+	if (sched.phase == GR_PHASE_WAKE)
+		return Max(0, gr_seconds_between(now, sched.volume_ready_at));
+	return sched.volume_asleep ? sched.volume.spin_up_s : 0;
+}
+
+/* Publish what the status view shows. */
+static void
+gr_publish(TimestampTz now)
+{
+	uint64		unapplied = gr_unapplied_bytes();
+	double		estimate = gr_plan_rto_estimate((double) unapplied, sched.r_apl,
+												gr_spin_up_remaining(now));
+	TimestampTz next_batch = 0;
+
+	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
+		next_batch = gr_after_seconds(now,
+									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
+
+	SpinLockAcquire(&gr_state->mutex);
+	gr_state->r_gen = sched.r_gen;
+	gr_state->r_apl = sched.r_apl;
+	gr_state->r_apl_measured = sched.r_apl_measured;
+	gr_state->unapplied_bytes = unapplied;
+	gr_state->rto_budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s;
+	gr_state->rto_estimate_s = estimate;
+	gr_state->max_unapplied_bytes = (uint64) Max(0, sched.plan.max_unapplied_bytes);
+	gr_state->feasible = sched.plan.feasible;
+	gr_state->next_batch_at = next_batch;
+	gr_state->spin_cycles_today = gr_spin_cycles_last_day(now);
+	gr_state->agent_state = sched.agent_state;
+	strlcpy(gr_state->agent_message, sched.agent_message, GR_MESSAGE_LEN);
+	if (sched.agent_state == GR_AGENT_ABSENT)
+		strlcpy(gr_state->volume_state, "unmanaged", GR_STATE_LEN);
+	else if (sched.agent_state == GR_AGENT_ERROR)
+		strlcpy(gr_state->volume_state, "unknown", GR_STATE_LEN);
+	else if (sched.volume_asleep)
+		strlcpy(gr_state->volume_state, "standby", GR_STATE_LEN);
+	else
+		strlcpy(gr_state->volume_state, sched.volume.state, GR_STATE_LEN);
+	gr_state->spin_up_s = sched.volume.spin_up_s;
+	gr_state->break_even_s = sched.volume.break_even_s;
+	SpinLockRelease(&gr_state->mutex);
+}
+
+/* Replay as stock PostgreSQL: nothing paused, nothing armed. */
+static void
+gr_replay_freely(GrPhase phase)
+{
+	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
+	SetRecoveryPause(false);
+	if (sched.volume_asleep)
+	{
+		double		ready_in;
+		char		err[GR_MESSAGE_LEN];
+
+		if (gr_agent_wake(&ready_in, err, sizeof(err)))
+			sched.volume_asleep = false;
+	}
+	gr_enter(phase);
+}
+
+static void
+gr_enter_sleep(void)
+{
+	SetRecoveryPause(true);
+	gr_enter(GR_PHASE_SLEEP);
+}
+
+static bool
+gr_promotion_requested(void)
+{
+	return PromoteIsTriggered() || access(GR_PROMOTE_SIGNAL_FILE, F_OK) == 0;
+}
+
+static void
+gr_begin_promotion(TimestampTz now)
+{
+	uint64		unapplied = gr_unapplied_bytes();
+
+	sched.promote_seen_at = now;
+	gr_replay_freely(GR_PHASE_PROMOTING);
+	gr_set_note("promotion requested: replaying the remaining WAL");
+	ereport(LOG,
+			(errmsg("greenreplica: promotion requested with " UINT64_FORMAT " bytes of WAL unapplied; replaying at once",
+					unapplied)));
+}
+
+static void
+gr_finish(TimestampTz now)
+{
+	if (sched.promote_seen_at != 0)
+	{
+		double		took = gr_seconds_between(sched.promote_seen_at, now);
+
+		SpinLockAcquire(&gr_state->mutex);
+		gr_state->last_promotion_s = took;
+		SpinLockRelease(&gr_state->mutex);
+		ereport(LOG,
+				(errmsg("greenreplica: recovery ended %.3f s after the promote request (greenreplica.rto = %d s)",
+						took, gr_rto_s)));
+	}
+	else
+		ereport(LOG,
+				(errmsg("greenreplica scheduler exiting: recovery has ended")));
+	proc_exit(0);
+}
+
+static bool
+gr_take_batch_request(void)
+{
+	bool		requested;
+
+	SpinLockAcquire(&gr_state->mutex);
+	requested = gr_state->batch_requested;
+	gr_state->batch_requested = false;
+	SpinLockRelease(&gr_state->mutex);
+	return requested;
+}
+
+static void
+gr_start_apply(TimestampTz now)
+{
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+	sched.apply_start = now;
+	sched.apply_from = replayed;
+	sched.apply_to = gr_received_lsn();
+	sched.records_at_apply = pg_atomic_read_u64(&gr_state->records_replayed);
+	gr_enter(GR_PHASE_APPLY);
+
+	if (sched.apply_to > replayed)
+	{
+		pg_atomic_write_u64(&gr_state->stop_lsn, sched.apply_to);
+		SetRecoveryPause(false);
+	}
+}
+
+static void
+gr_start_batch(TimestampTz now)
+{
+	sched.batch_start = now;
+	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
+	{
+		double		ready_in = 0;
+		char		err[GR_MESSAGE_LEN];
+
+		if (!gr_agent_wake(&ready_in, err, sizeof(err)))
+		{
+			/* The volume wakes on first I/O anyway; go on. */
+			gr_agent_failed("wake", err);
+			ready_in = 0;
+		}
+		sched.volume_asleep = false;
+		sched.volume_ready_at = gr_after_seconds(now, ready_in);
+		gr_enter(GR_PHASE_WAKE);
+		return;
+	}
+	gr_start_apply(now);
+}
+
+/* Decide whether the volume may sleep until the next batch, and ask. */
+static void
+gr_put_volume_to_sleep(TimestampTz now)
+{
+	double		idle_s;
+	int			cycles = gr_spin_cycles_last_day(now);
+	bool		declined;
+	char		err[GR_MESSAGE_LEN];
+
+	if (sched.agent_state != GR_AGENT_CONNECTED)
+	{
+		gr_set_note(sched.agent_state == GR_AGENT_ABSENT ?
+					"batching without a storage agent: the volume is not spun down" :
+					"storage agent unavailable: the volume is not spun down");
+		return;
+	}
+
+	idle_s = (sched.r_gen > 0) ?
+		Max(0, sched.trigger_bytes - (double) gr_unapplied_bytes()) / sched.r_gen :
+		(double) GR_DAY_S;
+	if (idle_s < sched.volume.break_even_s)
+	{
+		gr_set_note("volume kept spinning: expected idle %.0f s is below the break-even time %.0f s",
+					idle_s, sched.volume.break_even_s);
+		return;
+	}
+	if (cycles >= gr_max_spin_cycles_per_day)
+	{
+		gr_set_note("volume kept spinning: %d of %d spin cycles used in the last 24 hours",
+					cycles, gr_max_spin_cycles_per_day);
+		return;
+	}
+
+	if (gr_agent_sleep(idle_s, &declined, err, sizeof(err)))
+	{
+		gr_agent_answered();
+		sched.volume_asleep = true;
+		sched.spin_cycles[sched.spin_cycle_next] = now;
+		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
+		gr_set_note("volume asleep until the next batch (expected idle %.0f s)", idle_s);
+	}
+	else if (declined)
+	{
+		gr_agent_answered();
+		gr_set_note("storage agent declined to spin the volume down: %s", err);
+	}
+	else
+		gr_agent_failed("sleep", err);
+}
+
+static void
+gr_flush_batch(TimestampTz now)
+{
+	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
+	XLogRecPtr	applied_to = GetXLogReplayRecPtr(NULL);
+	uint64		bytes = applied_to > sched.apply_from ? applied_to - sched.apply_from : 0;
+	uint64		records = pg_atomic_read_u64(&gr_state->records_replayed) - sched.records_at_apply;
+	int			written;
+	TimestampTz done;
+	double		seconds;
+
+	gr_enter(GR_PHASE_FLUSH);
+
+	/* Hold replay where it is, in case the stop did not fire. */
+	SetRecoveryPause(true);
+	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
+
+	/* A restartpoint at the window's checkpoint also lets WAL be recycled. */
+	if (checkpoint_end > sched.restartpoint_checkpoint)
+	{
+		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
+		sched.restartpoint_checkpoint = checkpoint_end;
+	}
+	written = gr_flush_dirty_buffers_sorted();
+	gr_sync_data_filesystems();
+
+	done = GetCurrentTimestamp();
+	seconds = gr_seconds_between(sched.apply_start, done);
+	if (bytes >= GR_R_APL_MIN_BYTES && seconds > 0)
+	{
+		double		sample = (double) bytes / seconds;
+
+		sched.r_apl = sched.r_apl_measured ?
+			GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.r_apl : sample;
+		sched.r_apl_measured = true;
+	}
+
+	SpinLockAcquire(&gr_state->mutex);
+	gr_state->batches++;
+	gr_state->last_batch_start = sched.batch_start;
+	gr_state->last_batch_duration_s = gr_seconds_between(sched.batch_start, done);
+	gr_state->last_batch_bytes = bytes;
+	gr_state->last_batch_records = records;
+	gr_state->last_batch_buffers_flushed = written;
+	SpinLockRelease(&gr_state->mutex);
+
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica batch: " UINT64_FORMAT " bytes, " UINT64_FORMAT " records, %d buffers written in %.3f s",
+							 bytes, records, written, seconds)));
+
+	gr_replan();
+	gr_put_volume_to_sleep(done);
+	gr_enter_sleep();
+}
+
+/* One step of the batch cycle. */
+static void
+gr_step(TimestampTz now)
+{
+	bool		batch_requested = gr_take_batch_request();
+
+	if (gr_mode == GR_MODE_OFF)
+	{
+		if (sched.phase != GR_PHASE_OFF)
+		{
+			gr_replay_freely(GR_PHASE_OFF);
+			gr_set_note("greenreplica.mode is off: plain PostgreSQL replay");
+		}
+		return;
+	}
+
+	/* Batching needs to see the WAL arrive; archive recovery replays freely. */
+	if (XLogRecPtrIsInvalid(gr_received_lsn()))
+	{
+		if (sched.phase != GR_PHASE_CONTINUOUS)
+		{
+			gr_replay_freely(GR_PHASE_CONTINUOUS);
+			gr_set_note("no streaming replication: WAL is replayed as it is restored");
+		}
+		return;
+	}
+
+	gr_refresh_agent(now, false);
+	gr_replan();
+
+	switch (sched.phase)
+	{
+		case GR_PHASE_INACTIVE:
+		case GR_PHASE_OFF:
+		case GR_PHASE_CONTINUOUS:
+			if (sched.agent_state == GR_AGENT_ERROR)
+			{
+				if (sched.phase != GR_PHASE_CONTINUOUS)
+					gr_replay_freely(GR_PHASE_CONTINUOUS);
+				gr_set_note("storage agent unavailable: plain PostgreSQL replay");
+			}
+			else if (!sched.plan.feasible)
+			{
+				if (sched.phase != GR_PHASE_CONTINUOUS)
+					gr_replay_freely(GR_PHASE_CONTINUOUS);
+				gr_set_note("no feasible batch plan: %s",
+							gr_plan_verdict_message(sched.plan.verdict));
+				if (!sched.infeasible_logged)
+					ereport(LOG,
+							(errmsg("greenreplica: replaying continuously: %s",
+									gr_plan_verdict_message(sched.plan.verdict)),
+							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s, apply rate %.0f bytes/s.",
+									   gr_rto_s, sched.volume.spin_up_s,
+									   Max(sched.r_gen, 0), sched.r_apl)));
+				sched.infeasible_logged = true;
+			}
+			else
+			{
+				sched.infeasible_logged = false;
+				gr_set_note("waiting for the next batch");
+				gr_enter_sleep();
+			}
+			break;
+
+		case GR_PHASE_SLEEP:
+			if (sched.agent_state == GR_AGENT_ERROR || !sched.plan.feasible)
+			{
+				/* leave batching; the case above explains why */
+				gr_replay_freely(GR_PHASE_CONTINUOUS);
+				sched.infeasible_logged = false;
+				break;
+			}
+			if (batch_requested || (double) gr_unapplied_bytes() >= sched.trigger_bytes)
+				gr_start_batch(now);
+			break;
+
+		case GR_PHASE_WAKE:
+			if (now >= sched.volume_ready_at)
+				gr_start_apply(now);
+			break;
+
+		case GR_PHASE_APPLY:
+			if (GetXLogReplayRecPtr(NULL) >= sched.apply_to)
+				gr_flush_batch(now);
+			break;
+
+		case GR_PHASE_FLUSH:
+		case GR_PHASE_PROMOTING:
+		case GR_PHASE_COUNT:
+			break;
+	}
 }
 
 void
 gr_scheduler_main(Datum main_arg)
 {
+	MemoryContext tick_context;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
@@ -77,11 +693,22 @@ gr_scheduler_main(Datum main_arg)
 		proc_exit(0);
 	}
 
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "greenreplica scheduler");
+	tick_context = AllocSetContextCreate(TopMemoryContext,
+										 "greenreplica scheduler tick",
+										 ALLOCSET_DEFAULT_SIZES);
+
+	memset(&sched, 0, sizeof(sched));
+	sched.phase = GR_PHASE_INACTIVE;
+	sched.r_gen = -1;
+	sched.r_apl = GR_DEFAULT_R_APL;
+	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
+
 	before_shmem_exit(gr_worker_detach, (Datum) 0);
 
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->worker_pid = MyProcPid;
-	gr_state->phase = GR_PHASE_IDLE;
+	gr_state->worker_latch = MyLatch;
 	SpinLockRelease(&gr_state->mutex);
 
 	ereport(LOG,
@@ -90,9 +717,12 @@ gr_scheduler_main(Datum main_arg)
 
 	for (;;)
 	{
+		TimestampTz now;
+		MemoryContext oldcontext;
+
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 GR_WORKER_NAP_MS,
+						 GR_TICK_MS,
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -105,13 +735,26 @@ gr_scheduler_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			sched.agent_checked_at = 0;
 		}
 
+		oldcontext = MemoryContextSwitchTo(tick_context);
+		now = GetCurrentTimestamp();
+
 		if (!RecoveryInProgress())
+			gr_finish(now);
+
+		if (sched.phase != GR_PHASE_PROMOTING && gr_promotion_requested())
+			gr_begin_promotion(now);
+
+		if (sched.phase != GR_PHASE_PROMOTING)
 		{
-			ereport(LOG,
-					(errmsg("greenreplica scheduler exiting: recovery has ended")));
-			proc_exit(0);
+			gr_sample_rates(now);
+			gr_step(now);
 		}
+		gr_publish(now);
+
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextReset(tick_context);
 	}
 }

@@ -34,5 +34,6 @@ _PG_init(void)
 
 	gr_define_gucs();
 	gr_shmem_install_hooks();
+	gr_install_redo_wrapper();
 	gr_register_worker();
 }

@@ -4,14 +4,21 @@
  *	  Shared declarations of the greenreplica extension.
  *
  * The extension is split by concern: GUCs (gr_guc.c), shared state
- * (gr_shmem.c), the scheduler background worker (gr_worker.c) and the SQL
- * API (gr_status.c).  This header holds what they share.
+ * (gr_shmem.c), the redo wrapper that stops replay at a window end
+ * (gr_redo.c), the scheduler background worker (gr_worker.c), the batch
+ * flush (gr_flush.c), the storage-agent client (gr_agent.c), the pure
+ * planner (gr_plan.c) and the SQL API (gr_status.c).  This header holds
+ * what they share.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef GREENREPLICA_H
 #define GREENREPLICA_H
 
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
 #include "storage/spin.h"
 
 /* greenreplica.mode */
@@ -28,18 +35,77 @@ typedef enum GrMode
  */
 typedef enum GrPhase
 {
-	GR_PHASE_INACTIVE,			/* no scheduler running (primary, or not yet
-								 * started) */
-	GR_PHASE_IDLE,				/* scheduler running, not batching */
+	GR_PHASE_INACTIVE,			/* no scheduler (primary, or not started) */
+	GR_PHASE_OFF,				/* mode = off: plain replay */
+	GR_PHASE_SLEEP,				/* replay paused, WAL accumulates */
+	GR_PHASE_WAKE,				/* waiting for the data volume to spin up */
+	GR_PHASE_APPLY,				/* replaying the window */
+	GR_PHASE_FLUSH,				/* writing back and syncing the window */
+	GR_PHASE_CONTINUOUS,		/* no feasible plan: plain replay */
+	GR_PHASE_PROMOTING,			/* promotion requested: replaying all */
 	GR_PHASE_COUNT
 } GrPhase;
+
+/* What the scheduler knows of the storage agent. */
+typedef enum GrAgentState
+{
+	GR_AGENT_ABSENT,			/* no greenreplica.agent_socket */
+	GR_AGENT_CONNECTED,
+	GR_AGENT_ERROR
+} GrAgentState;
+
+#define GR_MESSAGE_LEN	256
+#define GR_STATE_LEN	32
 
 /* State shared between the scheduler, backends and the startup process. */
 typedef struct GrSharedState
 {
+	/*
+	 * Written by the startup process in the redo wrapper, read by the
+	 * scheduler: lock-free, each has a single writer.
+	 */
+	pg_atomic_uint64 stop_lsn;	/* pause after the record ending here; 0 =
+								 * none */
+	pg_atomic_uint64 records_replayed;
+	pg_atomic_uint64 last_checkpoint_end;	/* end of the last replayed
+											 * checkpoint record */
+
 	slock_t		mutex;			/* protects everything below */
 	GrPhase		phase;
-	int			worker_pid;		/* 0 when no scheduler runs */
+	int			worker_pid;
+	Latch	   *worker_latch;	/* set to wake the scheduler */
+	bool		batch_requested;	/* greenreplica_batch_now() */
+
+	/* rates and plan */
+	double		r_gen;			/* bytes/s, smoothed; < 0 unknown */
+	double		r_apl;			/* bytes/s used for planning */
+	bool		r_apl_measured; /* false while r_apl is the default */
+	uint64		unapplied_bytes;
+	double		rto_budget_s;	/* rto - margin - spin-up */
+	double		rto_estimate_s; /* if promoted now */
+	uint64		max_unapplied_bytes;
+	bool		feasible;
+	TimestampTz next_batch_at;	/* 0 = not planned */
+	char		note[GR_MESSAGE_LEN];	/* why the scheduler does what it does */
+
+	/* the last batch */
+	uint64		batches;
+	TimestampTz last_batch_start;
+	double		last_batch_duration_s;
+	uint64		last_batch_bytes;
+	uint64		last_batch_records;
+	uint64		last_batch_buffers_flushed;
+
+	/* the data volume */
+	int			spin_cycles_today;
+	GrAgentState agent_state;
+	char		agent_message[GR_MESSAGE_LEN];
+	char		volume_state[GR_STATE_LEN];
+	double		spin_up_s;
+	double		break_even_s;
+
+	/* the last promotion */
+	double		last_promotion_s;	/* < 0 none yet */
 } GrSharedState;
 
 /* GUC variables (gr_guc.c) */
@@ -47,6 +113,7 @@ extern int	gr_mode;
 extern int	gr_rto_s;
 extern int	gr_window_size_mb;
 extern char *gr_agent_socket;
+extern char *gr_agent_volume;
 extern int	gr_max_spin_cycles_per_day;
 
 extern void gr_define_gucs(void);
@@ -57,9 +124,18 @@ extern GrSharedState *gr_state;
 
 extern void gr_shmem_install_hooks(void);
 extern const char *gr_phase_name(GrPhase phase);
+extern const char *gr_agent_state_name(GrAgentState state);
 extern void gr_set_phase(GrPhase phase);
+extern void gr_set_note(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/* Redo wrapper (gr_redo.c) */
+extern void gr_install_redo_wrapper(void);
 
 /* Scheduler (gr_worker.c) */
 extern void gr_register_worker(void);
+
+/* Batch flush (gr_flush.c) */
+extern int	gr_flush_dirty_buffers_sorted(void);
+extern void gr_sync_data_filesystems(void);
 
 #endif							/* GREENREPLICA_H */

@@ -1,0 +1,285 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_agent.c
+ *	  Client of the storage agent's control socket.
+ *
+ * The protocol is one JSON object per line each way (docs/storage-agent.md).
+ * Replies are checked with the non-throwing JSON parser before they are
+ * turned into jsonb, so a confused agent produces an error message here,
+ * never an ERROR that would take the scheduler down.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "gr_agent.h"
+
+/* Seconds an agent may take to answer one request. */
+#define GR_AGENT_TIMEOUT_S	3
+
+/* Largest reply accepted. */
+#define GR_AGENT_MAX_REPLY	(256 * 1024)
+
+bool
+gr_agent_configured(void)
+{
+	return gr_agent_socket != NULL && gr_agent_socket[0] != '\0';
+}
+
+/* Send one request line and read one reply line; the reply is palloc'd. */
+static char *
+gr_agent_roundtrip(const char *request, char *err, size_t errlen)
+{
+	struct sockaddr_un addr;
+	struct timeval tv = {GR_AGENT_TIMEOUT_S, 0};
+	StringInfoData reply;
+	int			sock;
+	size_t		sent = 0;
+	size_t		len = strlen(request);
+
+	if (!gr_agent_configured())
+	{
+		snprintf(err, errlen, "no storage agent configured");
+		return NULL;
+	}
+
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+	{
+		snprintf(err, errlen, "could not create socket: %m");
+		return NULL;
+	}
+	(void) setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void) setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	strlcpy(addr.sun_path, gr_agent_socket, sizeof(addr.sun_path));
+	if (connect(sock, (struct sockaddr *) &addr, sizeof(addr)) != 0)
+	{
+		snprintf(err, errlen, "could not connect to \"%s\": %m", gr_agent_socket);
+		close(sock);
+		return NULL;
+	}
+
+	while (sent < len)
+	{
+		ssize_t		n = send(sock, request + sent, len - sent, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			snprintf(err, errlen, "could not send to the storage agent: %m");
+			close(sock);
+			return NULL;
+		}
+		sent += n;
+	}
+
+	initStringInfo(&reply);
+	for (;;)
+	{
+		char		buf[4096];
+		ssize_t		n = recv(sock, buf, sizeof(buf), 0);
+		char	   *newline;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+		{
+			snprintf(err, errlen, "no reply from the storage agent: %m");
+			break;
+		}
+		if (n == 0)
+		{
+			snprintf(err, errlen, "the storage agent closed the connection without a reply");
+			break;
+		}
+		appendBinaryStringInfo(&reply, buf, n);
+		newline = memchr(reply.data, '\n', reply.len);
+		if (newline != NULL)
+		{
+			*newline = '\0';
+			close(sock);
+			return reply.data;
+		}
+		if (reply.len > GR_AGENT_MAX_REPLY)
+		{
+			snprintf(err, errlen, "reply from the storage agent exceeds %d bytes",
+					 GR_AGENT_MAX_REPLY);
+			break;
+		}
+	}
+	close(sock);
+	pfree(reply.data);
+	return NULL;
+}
+
+/* Run a request and return its reply as jsonb, or NULL with err set. */
+static Jsonb *
+gr_agent_call(const char *request, char *err, size_t errlen)
+{
+	char	   *reply = gr_agent_roundtrip(request, err, errlen);
+	JsonLexContext *lex;
+	JsonbValue *ok;
+	Jsonb	   *jb;
+
+	if (reply == NULL)
+		return NULL;
+
+	lex = makeJsonLexContextCstringLen(reply, strlen(reply), PG_UTF8, true);
+	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+	{
+		snprintf(err, errlen, "malformed reply from the storage agent: %.80s", reply);
+		return NULL;
+	}
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(reply)));
+	if (!JB_ROOT_IS_OBJECT(jb))
+	{
+		snprintf(err, errlen, "reply from the storage agent is not an object");
+		return NULL;
+	}
+
+	ok = getKeyJsonValueFromContainer(&jb->root, "ok", 2, NULL);
+	if (ok == NULL || ok->type != jbvBool)
+	{
+		snprintf(err, errlen, "reply from the storage agent lacks \"ok\"");
+		return NULL;
+	}
+	if (!ok->val.boolean)
+	{
+		JsonbValue *msg = getKeyJsonValueFromContainer(&jb->root, "error", 5, NULL);
+
+		if (msg == NULL)
+			msg = getKeyJsonValueFromContainer(&jb->root, "reason", 6, NULL);
+		if (msg != NULL && msg->type == jbvString)
+			snprintf(err, errlen, "%.*s", msg->val.string.len, msg->val.string.val);
+		else
+			snprintf(err, errlen, "the storage agent refused the request");
+	}
+	return jb;
+}
+
+static bool
+gr_json_ok(Jsonb *jb)
+{
+	JsonbValue *ok = getKeyJsonValueFromContainer(&jb->root, "ok", 2, NULL);
+
+	return ok != NULL && ok->type == jbvBool && ok->val.boolean;
+}
+
+static JsonbValue *
+gr_json_key(JsonbContainer *container, const char *key)
+{
+	return getKeyJsonValueFromContainer(container, key, strlen(key), NULL);
+}
+
+static bool
+gr_json_number(JsonbContainer *container, const char *key, double *out)
+{
+	JsonbValue *v = gr_json_key(container, key);
+
+	if (v == NULL || v->type != jbvNumeric)
+		return false;
+	*out = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
+											  NumericGetDatum(v->val.numeric)));
+	return true;
+}
+
+static void
+gr_json_string(JsonbContainer *container, const char *key, char *out, size_t outlen)
+{
+	JsonbValue *v = gr_json_key(container, key);
+
+	if (v != NULL && v->type == jbvString)
+		snprintf(out, outlen, "%.*s", v->val.string.len, v->val.string.val);
+}
+
+/* Request text with the volume name quoted as a JSON string. */
+static char *
+gr_agent_request(const char *op, const char *extra)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"op\":\"%s\",\"volume\":", op);
+	escape_json(&buf, gr_agent_volume ? gr_agent_volume : "");
+	if (extra)
+		appendStringInfo(&buf, ",%s", extra);
+	appendStringInfoString(&buf, "}\n");
+	return buf.data;
+}
+
+bool
+gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
+{
+	Jsonb	   *jb = gr_agent_call(gr_agent_request("volume", NULL), err, errlen);
+	JsonbValue *volume;
+	JsonbValue *profile;
+
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+
+	volume = gr_json_key(&jb->root, "volume");
+	if (volume == NULL || volume->type != jbvBinary)
+	{
+		snprintf(err, errlen, "reply to \"volume\" lacks the volume object");
+		return false;
+	}
+	gr_json_string(volume->val.binary.data, "state", info->state, sizeof(info->state));
+	profile = gr_json_key(volume->val.binary.data, "profile");
+	if (profile == NULL || profile->type != jbvBinary ||
+		!gr_json_number(profile->val.binary.data, "spin_up_s", &info->spin_up_s) ||
+		!gr_json_number(profile->val.binary.data, "break_even_s", &info->break_even_s))
+	{
+		snprintf(err, errlen, "reply to \"volume\" lacks profile.spin_up_s or profile.break_even_s");
+		return false;
+	}
+	return true;
+}
+
+bool
+gr_agent_wake(double *ready_in_s, char *err, size_t errlen)
+{
+	Jsonb	   *jb = gr_agent_call(gr_agent_request("wake", NULL), err, errlen);
+
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+	if (!gr_json_number(&jb->root, "ready_in_s", ready_in_s))
+		*ready_in_s = 0;
+	return true;
+}
+
+bool
+gr_agent_sleep(double expected_idle_s, bool *declined, char *err, size_t errlen)
+{
+	char		extra[64];
+	Jsonb	   *jb;
+	JsonbValue *v;
+
+	*declined = false;
+	snprintf(extra, sizeof(extra), "\"expected_idle_s\":%.3f", expected_idle_s);
+	jb = gr_agent_call(gr_agent_request("sleep", extra), err, errlen);
+	if (jb == NULL)
+		return false;
+	if (gr_json_ok(jb))
+		return true;
+
+	/* A declined sleep is an answer, not an agent failure. */
+	v = gr_json_key(&jb->root, "declined");
+	*declined = (v != NULL && v->type == jbvBool && v->val.boolean);
+	return false;
+}

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_agent.h
+ *	  Client of the storage agent's control socket (JSON lines).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GR_AGENT_H
+#define GR_AGENT_H
+
+#include "greenreplica.h"
+
+typedef struct GrVolumeInfo
+{
+	double		spin_up_s;		/* time for the volume to become ready */
+	double		break_even_s;	/* shortest idle time worth a spin-down */
+	char		state[GR_STATE_LEN];	/* aggregate power state */
+} GrVolumeInfo;
+
+/*
+ * Each call connects, sends one request and reads one reply, with a short
+ * timeout: the agent must never hold up the scheduler, let alone replay.
+ * On failure they return false with a message in err.
+ */
+extern bool gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen);
+extern bool gr_agent_wake(double *ready_in_s, char *err, size_t errlen);
+extern bool gr_agent_sleep(double expected_idle_s, bool *declined,
+						   char *err, size_t errlen);
+
+/* True when an agent is configured (greenreplica.agent_socket). */
+extern bool gr_agent_configured(void);
+
+#endif							/* GR_AGENT_H */

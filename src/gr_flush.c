@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_flush.c
+ *	  End-of-batch write-back: every dirty buffer, in physical order, then
+ *	  a sync of the data filesystems.
+ *
+ * Nothing may be left dirty when the data volume goes to sleep, or the
+ * background writer would trickle it out and wake the volume.  A
+ * restartpoint does this when the window ended at a checkpoint record;
+ * otherwise PostgreSQL would skip it, so the scheduler writes the dirty
+ * buffers itself, sorted by (tablespace, database, relation, fork, block)
+ * as the checkpointer sorts them, and then syncs each filesystem that holds
+ * data.  Buffers are only pinned if they still hold the block they held
+ * when scanned (ReadRecentBuffer): no reads are ever issued here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/buf_internals.h"
+#include "storage/bufmgr.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+
+#include "greenreplica.h"
+
+typedef struct GrDirtyBuffer
+{
+	BufferTag	tag;
+	int			buf_id;
+} GrDirtyBuffer;
+
+static int
+gr_dirty_buffer_cmp(const void *a, const void *b)
+{
+	const BufferTag *ta = &((const GrDirtyBuffer *) a)->tag;
+	const BufferTag *tb = &((const GrDirtyBuffer *) b)->tag;
+
+	if (ta->rnode.spcNode != tb->rnode.spcNode)
+		return ta->rnode.spcNode < tb->rnode.spcNode ? -1 : 1;
+	if (ta->rnode.dbNode != tb->rnode.dbNode)
+		return ta->rnode.dbNode < tb->rnode.dbNode ? -1 : 1;
+	if (ta->rnode.relNode != tb->rnode.relNode)
+		return ta->rnode.relNode < tb->rnode.relNode ? -1 : 1;
+	if (ta->forkNum != tb->forkNum)
+		return ta->forkNum < tb->forkNum ? -1 : 1;
+	if (ta->blockNum != tb->blockNum)
+		return ta->blockNum < tb->blockNum ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Write every dirty buffer in physical order; returns how many were
+ * written.  The caller provides a resource owner for the pins.
+ */
+int
+gr_flush_dirty_buffers_sorted(void)
+{
+	GrDirtyBuffer *dirty;
+	int			capacity = 1024;
+	int			ndirty = 0;
+	int			written = 0;
+	int			i;
+
+	dirty = palloc(capacity * sizeof(GrDirtyBuffer));
+
+	for (i = 0; i < NBuffers; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(i);
+		uint32		buf_state;
+
+		/* An unlocked peek first: most buffers are clean. */
+		if (!(pg_atomic_read_u32(&desc->state) & BM_DIRTY))
+			continue;
+
+		buf_state = LockBufHdr(desc);
+		if ((buf_state & (BM_DIRTY | BM_VALID)) == (BM_DIRTY | BM_VALID))
+		{
+			if (ndirty == capacity)
+			{
+				capacity *= 2;
+				dirty = repalloc_huge(dirty, capacity * sizeof(GrDirtyBuffer));
+			}
+			dirty[ndirty].tag = desc->tag;
+			dirty[ndirty].buf_id = i;
+			ndirty++;
+		}
+		UnlockBufHdr(desc, buf_state);
+	}
+
+	qsort(dirty, ndirty, sizeof(GrDirtyBuffer), gr_dirty_buffer_cmp);
+
+	for (i = 0; i < ndirty; i++)
+	{
+		Buffer		buffer = dirty[i].buf_id + 1;
+
+		/* Evicted or replaced since the scan: someone else wrote it. */
+		if (!ReadRecentBuffer(dirty[i].tag.rnode, dirty[i].tag.forkNum,
+							  dirty[i].tag.blockNum, buffer))
+			continue;
+
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		FlushOneBuffer(buffer);
+		UnlockReleaseBuffer(buffer);
+		written++;
+	}
+
+	pfree(dirty);
+	return written;
+}
+
+/* syncfs() the filesystem holding path, once per device. */
+static void
+gr_sync_filesystem_of(const char *path, dev_t *synced, int *nsynced, int max)
+{
+	struct stat st;
+	int			fd;
+	int			i;
+
+	if (stat(path, &st) != 0)
+		return;
+	for (i = 0; i < *nsynced; i++)
+	{
+		if (synced[i] == st.st_dev)
+			return;
+	}
+
+	fd = OpenTransientFile(path, O_RDONLY);
+	if (fd < 0)
+	{
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not open \"%s\" to sync its filesystem: %m", path)));
+		return;
+	}
+	if (syncfs(fd) != 0)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not sync the filesystem of \"%s\": %m", path)));
+	CloseTransientFile(fd);
+
+	if (*nsynced < max)
+		synced[(*nsynced)++] = st.st_dev;
+}
+
+/*
+ * Make the data durable on every filesystem that holds relations: the one
+ * under base/ and those of the tablespaces, each synced once.
+ */
+void
+gr_sync_data_filesystems(void)
+{
+	dev_t		synced[64];
+	int			nsynced = 0;
+	DIR		   *dir;
+	struct dirent *de;
+	char		path[MAXPGPATH];
+
+	gr_sync_filesystem_of("base", synced, &nsynced, lengthof(synced));
+
+	dir = AllocateDir("pg_tblspc");
+	while ((de = ReadDir(dir, "pg_tblspc")) != NULL)
+	{
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "pg_tblspc/%s", de->d_name);
+		gr_sync_filesystem_of(path, synced, &nsynced, lengthof(synced));
+	}
+	FreeDir(dir);
+}

@@ -1,0 +1,103 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_plan.c
+ *	  Batch planning from the RTO (Goda & Kitsuregawa), as pure functions.
+ *
+ * A batch starts when the unapplied WAL reaches the most that can still be
+ * applied within the usable budget (U = r_apl * (rto - spin_up), capped by
+ * window_size).  While it applies, WAL keeps arriving at r_gen and the
+ * backlog drains at r_apl - r_gen, so
+ *
+ *		t_apl = U / (r_apl - r_gen)
+ *		t_wnd = U * r_apl / ((r_apl - r_gen) * r_gen)
+ *
+ * which, with U uncapped, are the paper's
+ *		t_apl = r_apl / (r_apl - r_gen) * T_RTO
+ *		t_wnd = r_apl^2 / ((r_apl - r_gen) * r_gen) * T_RTO.
+ * The volume then sleeps t_wnd - t_apl = U / r_gen seconds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+
+#include "gr_plan.h"
+
+GrPlan
+gr_plan_batches(double r_gen, double r_apl, double rto, double spin_up,
+				double window_size)
+{
+	GrPlan		plan = {0};
+	double		budget = rto - spin_up;
+	double		backlog;
+
+	if (!(budget > 0))
+	{
+		plan.verdict = GR_PLAN_NO_BUDGET;
+		return plan;
+	}
+	if (!(r_apl > r_gen))
+	{
+		plan.verdict = GR_PLAN_APPLY_TOO_SLOW;
+		return plan;
+	}
+
+	backlog = r_apl * budget;
+	if (window_size > 0 && backlog > window_size)
+		backlog = window_size;
+
+	plan.feasible = true;
+	plan.verdict = GR_PLAN_OK;
+	plan.max_unapplied_bytes = backlog;
+	plan.t_apl = backlog / (r_apl - r_gen);
+	if (r_gen > 0)
+	{
+		plan.t_sleep = backlog / r_gen;
+		plan.t_wnd = plan.t_apl + plan.t_sleep;
+	}
+	else
+	{
+		/* no WAL arrives: nothing ever forces a batch */
+		plan.t_sleep = INFINITY;
+		plan.t_wnd = INFINITY;
+	}
+	return plan;
+}
+
+const char *
+gr_plan_verdict_message(GrPlanVerdict verdict)
+{
+	switch (verdict)
+	{
+		case GR_PLAN_OK:
+			return "feasible";
+		case GR_PLAN_NO_BUDGET:
+			return "the RTO budget does not cover the volume's spin-up time";
+		case GR_PLAN_APPLY_TOO_SLOW:
+			return "WAL arrives as fast as it can be applied";
+	}
+	return "unknown";
+}
+
+double
+gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
+					 double spin_up_remaining)
+{
+	double		apply_s = 0;
+
+	if (unapplied_bytes > 0)
+		apply_s = r_apl > 0 ? unapplied_bytes / r_apl : INFINITY;
+	return (spin_up_remaining > 0 ? spin_up_remaining : 0) + apply_s;
+}
+
+double
+gr_plan_smooth(double prev, double sample, double dt, double tau)
+{
+	double		alpha;
+
+	if (prev < 0 || tau <= 0)
+		return sample;
+	if (dt <= 0)
+		return prev;
+	alpha = 1.0 - exp(-dt / tau);
+	return prev + alpha * (sample - prev);
+}

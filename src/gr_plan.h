@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_plan.h
+ *	  Batch planning from the RTO (Goda & Kitsuregawa), as pure functions.
+ *
+ * Nothing here knows about PostgreSQL: the planner is plain arithmetic so
+ * that it can be unit-tested on its own (test/unit/test_plan.c) and exposed
+ * unchanged through greenreplica_plan().
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GR_PLAN_H
+#define GR_PLAN_H
+
+#include <stdbool.h>
+
+/* Why a plan is not feasible. */
+typedef enum GrPlanVerdict
+{
+	GR_PLAN_OK,
+	GR_PLAN_NO_BUDGET,			/* rto - spin_up <= 0 */
+	GR_PLAN_APPLY_TOO_SLOW		/* r_apl <= r_gen */
+} GrPlanVerdict;
+
+typedef struct GrPlan
+{
+	double		t_apl;			/* seconds of apply per batch */
+	double		t_wnd;			/* seconds between batch starts */
+	double		t_sleep;		/* t_wnd - t_apl: planned idle time */
+	double		max_unapplied_bytes;	/* backlog at which a batch must start */
+	bool		feasible;
+	GrPlanVerdict verdict;
+} GrPlan;
+
+/*
+ * Plan batches for WAL generated at r_gen and applied at r_apl (bytes/s),
+ * with rto seconds of which spin_up seconds go to waking the volume, and at
+ * most window_size bytes per batch.  The usable budget is rto - spin_up; no
+ * safety margin is added here (the caller passes an rto already reduced by
+ * its margin).
+ */
+extern GrPlan gr_plan_batches(double r_gen, double r_apl, double rto,
+							  double spin_up, double window_size);
+
+/* Human-readable reason for a verdict, for status and logs. */
+extern const char *gr_plan_verdict_message(GrPlanVerdict verdict);
+
+/*
+ * Seconds until the volume could take a promotion's writes: waking it
+ * (spin_up_remaining) plus applying the backlog at r_apl.
+ */
+extern double gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
+								   double spin_up_remaining);
+
+/*
+ * Exponentially weighted moving average with time constant tau seconds,
+ * for a sample observed over dt seconds.  A negative prev means "no
+ * estimate yet": the sample is taken as it is.
+ */
+extern double gr_plan_smooth(double prev, double sample, double dt, double tau);
+
+#endif							/* GR_PLAN_H */
