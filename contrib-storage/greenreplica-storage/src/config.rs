@@ -85,7 +85,7 @@ fn default_runtime_dir() -> PathBuf {
     PathBuf::from("/run/greenreplica-storage")
 }
 fn default_fuse_threads() -> usize {
-    4
+    8
 }
 fn default_stripe_unit() -> u64 {
     65536

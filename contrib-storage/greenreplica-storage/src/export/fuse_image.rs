@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::layout::LayoutError;
@@ -65,6 +65,9 @@ impl Filesystem for ImageFs {
         if let Err(max) = config.set_max_write(MAX_WRITE) {
             let _ = config.set_max_write(max);
         }
+        // The loop device uses direct I/O on the image; let the kernel split and send a
+        // large request's pieces concurrently.
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         Ok(())
     }
 

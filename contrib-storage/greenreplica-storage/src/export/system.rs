@@ -28,8 +28,11 @@ fn path_str(p: &Path) -> Result<&str> {
 }
 
 pub fn loop_attach(image: &Path) -> Result<String> {
-    run("losetup", &["--find", "--show", path_str(image)?])
-        .with_context(|| format!("cannot attach a loop device to {}", image.display()))
+    run(
+        "losetup",
+        &["--find", "--show", "--direct-io=on", path_str(image)?],
+    )
+    .with_context(|| format!("cannot attach a loop device to {}", image.display()))
 }
 
 pub fn loop_detach(device: &str) -> Result<()> {

@@ -9,6 +9,17 @@ use anyhow::{bail, Context, Result};
 
 use super::{Member, MemberKind};
 
+/// The filesystem above the volume already reads ahead and FUSE delivers requests at the
+/// size it wants, so kernel readahead on the member would only read what nobody asked for.
+fn advise_random(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise only takes the descriptor and plain integers.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::from_raw_os_error(rc), "posix_fadvise failed");
+    }
+}
+
 #[derive(Debug)]
 pub struct FileMember {
     kind: MemberKind,
@@ -41,6 +52,7 @@ impl FileMember {
                 path.display()
             );
         }
+        advise_random(&file);
         Ok(Self {
             kind,
             path: path.to_path_buf(),

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): fio through a volume served by greenreplica-storage with `file`
+# members, against fio on a plain file on the same disk. Writes bench/results/agent-fio.json.
+#
+#   sudo bash bench/agent-fio/run.sh            # RUNTIME=10 SIZE=1G by default
+#
+# Both sides use the same fio jobs with O_DIRECT, and every write job ends with fsync, whose
+# time counts (through the agent a flush travels ext4 → loop → FUSE fsync → fdatasync of each
+# member). Through the agent an O_DIRECT write completes once it is in the members' page
+# cache; it is durable after the next flush, which the agent honours. randwrite_4k_fdatasync
+# makes every single write durable on both sides (the worst case for the agent: two FUSE
+# round trips and a member fdatasync per write). Page caches are dropped before every job.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+RUNTIME=${RUNTIME:-10}
+SIZE=${SIZE:-1G}
+OUT=${OUT:-$ROOT/bench/results/agent-fio.json}
+[ "$(id -u)" -eq 0 ] || { echo "agent-fio: run as root (it mounts a volume)" >&2; exit 1; }
+for tool in fio jq; do command -v $tool >/dev/null || { echo "agent-fio: $tool is missing" >&2; exit 1; }; done
+
+export PATH=$HOME/.cargo/bin:$PATH
+(cd "$ROOT/contrib-storage" && cargo build --release --quiet)
+BIN=$ROOT/contrib-storage/target/release/greenreplica-storage
+
+WORK=$(mktemp -d /var/tmp/grs-agent-fio.XXXXXX)
+AGENT=""
+cleanup() {
+	[ -n "$AGENT" ] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
+	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
+	losetup -a | grep -F "$WORK" | cut -d: -f1 | while read -r d; do losetup -d "$d"; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+mkdir -p "$WORK"/{raw,mnt,members,state,run}
+
+run_fio() { # run_fio DIR NAME ARGS... → prints fio's JSON
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	fio --output-format=json --name="$2" --directory="$1" --filename=bench.fio --size="$SIZE" \
+		--ioengine=psync --direct=1 --time_based --runtime="$RUNTIME" --randseed=1 "${@:3}"
+}
+
+JOBS=(
+	"randread_4k|--rw=randread --bs=4k --numjobs=4 --group_reporting"
+	"randwrite_4k|--rw=randwrite --bs=4k --numjobs=4 --group_reporting --end_fsync=1"
+	"randwrite_4k_fdatasync|--rw=randwrite --bs=4k --numjobs=4 --group_reporting --fdatasync=1"
+	"seqread_1m|--rw=read --bs=1m"
+	"seqwrite_1m|--rw=write --bs=1m --end_fsync=1"
+)
+
+measure() { # measure DIR LABEL → JSON object of every job's figures
+	local dir=$1 label=$2 result="{}"
+	# Lay the file out once so reads read data and writes overwrite.
+	fio --name=layout --directory="$dir" --filename=bench.fio --size="$SIZE" --rw=write --bs=1m \
+		--ioengine=psync --direct=1 --end_fsync=1 >/dev/null
+	for job in "${JOBS[@]}"; do
+		local name=${job%%|*} args=${job#*|}
+		# shellcheck disable=SC2086
+		local figures
+		figures=$(run_fio "$dir" "$name" $args | jq '[.jobs[0].read, .jobs[0].write] | map(select(.io_bytes > 0))[0]
+			| {iops: .iops, bw_mib_s: (.bw / 1024), lat_mean_us: (.lat_ns.mean / 1000)}')
+		echo "agent-fio: $label $name $(echo "$figures" | jq -c .)" >&2
+		result=$(echo "$result" | jq --arg n "$name" --argjson f "$figures" '. + {($n): $f}')
+	done
+	echo "$result"
+}
+
+raw=$(measure "$WORK/raw" raw)
+rm -f "$WORK/raw/bench.fio"
+
+member_size=$(( $(numfmt --from=iec "$SIZE") + (256 << 20) ))
+cat >"$WORK/agent.toml" <<CONF
+[agent]
+socket = "$WORK/run/control.sock"
+state_dir = "$WORK/state"
+runtime_dir = "$WORK/run"
+[[volume]]
+name = "bench"
+layout = "single"
+policy = "always-on"
+[volume.export]
+mount_point = "$WORK/mnt"
+[[volume.member]]
+kind = "file"
+path = "$WORK/members/m0.img"
+size = $member_size
+profile = "ssd"
+CONF
+"$BIN" serve --config "$WORK/agent.toml" 2>"$WORK/agent.log" &
+AGENT=$!
+for _ in $(seq 1 100); do findmnt "$WORK/mnt" >/dev/null && break; sleep 0.2; done
+findmnt "$WORK/mnt" >/dev/null || { cat "$WORK/agent.log" >&2; exit 1; }
+agent=$(measure "$WORK/mnt" agent)
+
+jq -n --argjson raw "$raw" --argjson agent "$agent" --arg size "$SIZE" --argjson runtime "$RUNTIME" \
+	--arg kernel "$(uname -r)" --arg date "$(date -u +%FT%TZ)" --arg cpus "$(nproc)" '
+	def ratio(n; key): ($agent[n][key] / $raw[n][key]);
+	{
+	  date: $date, kernel: $kernel, cpus: ($cpus | tonumber), file_size: $size, runtime_s: $runtime,
+	  setup: "fio psync O_DIRECT on ext4 on the agent volume (single layout, one file member, FUSE image + loop) vs fio on a plain file in the same filesystem; random reads and writes with 4 jobs; every write job fsyncs at the end (randwrite_4k_fdatasync after every write); caches dropped before each job",
+	  raw: $raw, agent: $agent,
+	  ratios: {
+	    randread_4k: ratio("randread_4k"; "iops"),
+	    randwrite_4k: ratio("randwrite_4k"; "iops"),
+	    randwrite_4k_fdatasync: ratio("randwrite_4k_fdatasync"; "iops"),
+	    seqread_1m: ratio("seqread_1m"; "bw_mib_s"),
+	    seqwrite_1m: ratio("seqwrite_1m"; "bw_mib_s")
+	  },
+	  targets: {random_4k: 0.5, sequential_1m: 0.8}
+	}
+	| .targets_met = {
+	    random_4k: (.ratios.randread_4k >= 0.5 and .ratios.randwrite_4k >= 0.5),
+	    sequential_1m: (.ratios.seqread_1m >= 0.8 and .ratios.seqwrite_1m >= 0.8)
+	  }' >"$OUT"
+echo "agent-fio: wrote $OUT" >&2
+jq .ratios "$OUT"
