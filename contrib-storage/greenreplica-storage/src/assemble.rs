@@ -316,3 +316,109 @@ pub fn assemble(
         .with_context(|| format!("volume {name}"))?;
     Ok(volume)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::VirtualClock;
+    use crate::member::SystemRunner;
+
+    fn spec(dir: &Path, members: usize) -> VolumeSpec {
+        VolumeSpec {
+            name: "v".into(),
+            layout: if members == 1 {
+                LayoutKind::Single
+            } else {
+                LayoutKind::Raid10
+            },
+            stripe_unit: 65536,
+            policy: PolicySpec::AlwaysOn,
+            start_stop_budget_per_day: 48,
+            rebuild_mb_s: 100.0,
+            trace: None,
+            members: (0..members)
+                .map(|i| MemberSpec {
+                    kind: MemberKind::File,
+                    path: dir.join(format!("m{i}.img")),
+                    size: Some(8 << 20),
+                    profile: "test-fast".into(),
+                    standby_mode: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("grs-asm-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn open(spec: &VolumeSpec, dir: &Path) -> Result<Arc<Volume>> {
+        let runner: Arc<dyn CommandRunner> = Arc::new(SystemRunner);
+        assemble(spec, Arc::new(VirtualClock::new()), dir, &runner)
+    }
+
+    #[test]
+    fn new_volume_then_reassembly_keeps_identity_and_data() {
+        let dir = tmp("reopen");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        let id = v.identity().unwrap();
+        assert!(!id.formatted);
+        v.write(4096, b"kept").unwrap();
+        v.set_identity_flags(true, true).unwrap();
+        drop(v);
+        let v = open(&s, &dir).unwrap();
+        assert_eq!(v.identity().unwrap().volume_id, id.volume_id);
+        assert!(v.identity().unwrap().formatted);
+        let mut buf = [0u8; 4];
+        v.read(4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"kept");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_member_that_missed_a_failure_stays_failed() {
+        let dir = tmp("stale");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        v.fail_member(1, "test");
+        drop(v);
+        let v = open(&s, &dir).unwrap();
+        assert!(matches!(v.slot(1).unwrap().health(), Health::Failed { .. }));
+        assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn swapped_members_and_changed_shapes_are_refused() {
+        let dir = tmp("swap");
+        let s = spec(&dir, 2);
+        drop(open(&s, &dir).unwrap());
+        let mut swapped = s.clone();
+        swapped.members.swap(0, 1);
+        let err = format!("{:#}", open(&swapped, &dir).unwrap_err());
+        assert!(err.contains("configured as member"), "{err}");
+        let mut wider = s.clone();
+        wider.stripe_unit = 131072;
+        let err = format!("{:#}", open(&wider, &dir).unwrap_err());
+        assert!(err.contains("stripe unit"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_blank_member_of_an_existing_mirror_is_rebuilt() {
+        let dir = tmp("blank");
+        let s = spec(&dir, 2);
+        drop(open(&s, &dir).unwrap());
+        std::fs::remove_file(dir.join("m1.img")).unwrap();
+        let v = open(&s, &dir).unwrap();
+        assert_eq!(
+            v.slot(1).unwrap().health(),
+            Health::Rebuilding { watermark: 0 }
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
