@@ -281,7 +281,9 @@ gr_sample_rates(TimestampTz now)
 	XLogRecPtr	received = gr_received_lsn();
 	double		dt;
 
-	if (sched.last_sample_at == 0 || received < sched.last_received)
+	/* (Re)start sampling when streaming (re)starts. */
+	if (sched.last_sample_at == 0 || XLogRecPtrIsInvalid(sched.last_received) ||
+		received < sched.last_received)
 	{
 		sched.last_sample_at = now;
 		sched.last_received = received;
