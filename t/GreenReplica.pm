@@ -6,6 +6,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -17,6 +18,9 @@ our @EXPORT = qw(
   table_fingerprints
   replay_all
   standby_status
+  start_pgbench
+  promote_and_time_first_write
+  wait_for_phase
 );
 
 # A primary with the library preloaded and the extension created.
@@ -105,6 +109,55 @@ sub standby_status
 	my %status;
 	@status{@columns} = @values;
 	return \%status;
+}
+
+# pgbench against $node in the background for up to $seconds; returns the
+# IPC::Run handle (kill_kill it to stop early).
+sub start_pgbench
+{
+	my ($node, $seconds, @extra) = @_;
+	my ($out, $err) = ('', '');
+	return IPC::Run::start(
+		[
+			'pgbench', '-n', '-T', $seconds, '-c', '2', @extra,
+			'-h', $node->host, '-p', $node->port, 'postgres'
+		],
+		'>', \$out, '2>', \$err);
+}
+
+# Promote $standby and return the seconds from the promote request to the
+# first committed write on it: the RTO as a user sees it.
+sub promote_and_time_first_write
+{
+	my ($standby) = @_;
+	my $start = Time::HiRes::time();
+	$standby->promote;
+	my $deadline = $start + $PostgreSQL::Test::Utils::timeout_default;
+	while (Time::HiRes::time() < $deadline)
+	{
+		my ($ret) = $standby->psql('postgres',
+			'CREATE TABLE IF NOT EXISTS first_write (at timestamptz); INSERT INTO first_write VALUES (now())');
+		return Time::HiRes::time() - $start if $ret == 0;
+		usleep(10_000);
+	}
+	return undef;
+}
+
+# Watch the standby's phase closely (one session, a few ms apart) until it
+# is $phase; returns true if seen before $seconds pass.
+sub wait_for_phase
+{
+	my ($node, $phase, $seconds) = @_;
+	my $session = $node->background_psql('postgres');
+	my $deadline = Time::HiRes::time() + $seconds;
+	my $seen = 0;
+	while (!$seen && Time::HiRes::time() < $deadline)
+	{
+		$seen = $session->query_safe('SELECT phase FROM greenreplica_status') eq $phase;
+		usleep(2_000) unless $seen;
+	}
+	$session->quit;
+	return $seen;
 }
 
 1;
