@@ -1,0 +1,96 @@
+# A stand-in for the storage agent's control socket, for tests of how the
+# extension copes with an agent that answers, fails or vanishes.  It speaks
+# the documented protocol (one JSON object per line each way) for one
+# volume, keeps its power state, and logs every request to a file.
+package FakeAgent;
+
+use strict;
+use warnings;
+
+use IO::Socket::UNIX;
+use JSON::PP;
+use POSIX ();
+
+# Start a fake agent on $socket_path in a child process; returns its pid.
+# With malformed => 1 it answers every request with garbage.
+sub start
+{
+	my (%opts) = @_;
+	my $path = $opts{socket};
+	my $log = $opts{log};
+	unlink $path;
+	my $server = IO::Socket::UNIX->new(
+		Type => SOCK_STREAM(),
+		Local => $path,
+		Listen => 16) or die "fake agent: cannot listen on $path: $!";
+
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid)
+	{
+		close $server;
+		return $pid;
+	}
+
+	my $json = JSON::PP->new->canonical;
+	my $state = 'active';
+	while (my $client = $server->accept)
+	{
+		my $line = <$client>;
+		next unless defined $line;
+		if (open my $fh, '>>', $log)
+		{
+			print $fh $line;
+			close $fh;
+		}
+		if ($opts{malformed})
+		{
+			print $client "this is not json\n";
+			close $client;
+			next;
+		}
+		my $req = eval { $json->decode($line) } // {};
+		my $op = $req->{op} // '';
+		my $reply;
+		if ($op eq 'volume')
+		{
+			$reply = {
+				ok => JSON::PP::true,
+				volume => {
+					name => $req->{volume},
+					state => $state,
+					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 }
+				}
+			};
+		}
+		elsif ($op eq 'wake')
+		{
+			$state = 'active';
+			$reply = { ok => JSON::PP::true, state => 'spinning_up', ready_in_s => 0.2 };
+		}
+		elsif ($op eq 'sleep')
+		{
+			$state = 'standby';
+			$reply = { ok => JSON::PP::true, state => 'spinning_down' };
+		}
+		else
+		{
+			$reply = { ok => JSON::PP::false, error => "unknown op \"$op\"" };
+		}
+		print $client $json->encode($reply), "\n";
+		close $client;
+	}
+	POSIX::_exit(0);
+}
+
+# The ops the fake agent has been sent so far, in order.
+sub requests
+{
+	my ($log) = @_;
+	open my $fh, '<', $log or return ();
+	my @ops = map { (JSON::PP->new->decode($_)->{op}) // '?' } <$fh>;
+	close $fh;
+	return @ops;
+}
+
+1;
