@@ -2,7 +2,8 @@
 # Benchmark (not a test): fio through a volume served by greenreplica-storage with `file`
 # members, against fio on a plain file on the same disk. Writes bench/results/agent-fio.json.
 #
-#   sudo bash bench/agent-fio/run.sh            # RUNTIME=10 SIZE=1G by default
+#   sudo bash bench/agent-fio/run.sh            # RUNTIME=5 REPEAT=3 SIZE=1G by default
+#   ONLY=seqwrite_1m OUT=/tmp/x.json bash …     # one job (for tuning, not for results)
 #
 # Both sides use the same fio jobs with O_DIRECT, and every write job ends with fsync, whose
 # time counts (through the agent a flush travels ext4 → loop → FUSE fsync → fdatasync of each
@@ -12,7 +13,8 @@
 # round trips and a member fdatasync per write). Page caches are dropped before every job.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RUNTIME=${RUNTIME:-10}
+RUNTIME=${RUNTIME:-5}
+REPEAT=${REPEAT:-3}
 SIZE=${SIZE:-1G}
 OUT=${OUT:-$ROOT/bench/results/agent-fio.json}
 [ "$(id -u)" -eq 0 ] || { echo "agent-fio: run as root (it mounts a volume)" >&2; exit 1; }
@@ -48,27 +50,17 @@ JOBS=(
 	"seqwrite_1m|--rw=write --bs=1m --end_fsync=1"
 )
 
-measure() { # measure DIR LABEL → JSON object of every job's figures
-	local dir=$1 label=$2 result="{}"
-	# Lay the file out once so reads read data and writes overwrite.
-	fio --name=layout --directory="$dir" --filename=bench.fio --size="$SIZE" --rw=write --bs=1m \
+layout_file() { # lay the file out once so reads read data and writes overwrite
+	fio --name=layout --directory="$1" --filename=bench.fio --size="$SIZE" --rw=write --bs=1m \
 		--ioengine=psync --direct=1 --end_fsync=1 >/dev/null
-	for job in "${JOBS[@]}"; do
-		local name=${job%%|*} args=${job#*|}
-		# shellcheck disable=SC2086
-		local figures
-		figures=$(run_fio "$dir" "$name" $args | jq '[.jobs[0].read, .jobs[0].write] | map(select(.io_bytes > 0))[0]
-			| {iops: .iops, bw_mib_s: (.bw / 1024), lat_mean_us: (.lat_ns.mean / 1000)}')
-		echo "agent-fio: $label $name $(echo "$figures" | jq -c .)" >&2
-		result=$(echo "$result" | jq --arg n "$name" --argjson f "$figures" '. + {($n): $f}')
-	done
-	echo "$result"
 }
 
-raw=$(measure "$WORK/raw" raw)
-rm -f "$WORK/raw/bench.fio"
+one_run() { # one_run DIR NAME ARGS... → {iops, bw_mib_s, lat_mean_us}
+	run_fio "$@" | jq '[.jobs[0].read, .jobs[0].write] | map(select(.io_bytes > 0))[0]
+		| {iops: .iops, bw_mib_s: (.bw / 1024), lat_mean_us: (.lat_ns.mean / 1000)}'
+}
 
-member_size=$(( $(numfmt --from=iec "$SIZE") + (256 << 20) ))
+member_size=$(($(numfmt --from=iec "$SIZE") + (256 << 20)))
 cat >"$WORK/agent.toml" <<CONF
 [agent]
 socket = "$WORK/run/control.sock"
@@ -90,14 +82,37 @@ CONF
 AGENT=$!
 for _ in $(seq 1 100); do findmnt "$WORK/mnt" >/dev/null && break; sleep 0.2; done
 findmnt "$WORK/mnt" >/dev/null || { cat "$WORK/agent.log" >&2; exit 1; }
-agent=$(measure "$WORK/mnt" agent)
+layout_file "$WORK/raw"
+layout_file "$WORK/mnt"
 
-jq -n --argjson raw "$raw" --argjson agent "$agent" --arg size "$SIZE" --argjson runtime "$RUNTIME" \
+# Raw and agent runs alternate, REPEAT times per job, and the median run counts: this VM's
+# disk speed drifts by tens of percent over minutes.
+raw="{}"
+agent="{}"
+for job in "${JOBS[@]}"; do
+	name=${job%%|*}
+	args=${job#*|}
+	[ -n "${ONLY:-}" ] && [ "$name" != "$ONLY" ] && continue
+	raw_runs="[]"
+	agent_runs="[]"
+	for _ in $(seq 1 "$REPEAT"); do
+		# shellcheck disable=SC2086
+		raw_runs=$(echo "$raw_runs" | jq --argjson r "$(one_run "$WORK/raw" "$name" $args)" '. + [$r]')
+		# shellcheck disable=SC2086
+		agent_runs=$(echo "$agent_runs" | jq --argjson r "$(one_run "$WORK/mnt" "$name" $args)" '. + [$r]')
+	done
+	median='sort_by(.iops) | .[(length / 2 | floor)] + {runs_iops: map(.iops)}'
+	raw=$(echo "$raw" | jq --arg n "$name" --argjson f "$(echo "$raw_runs" | jq "$median")" '. + {($n): $f}')
+	agent=$(echo "$agent" | jq --arg n "$name" --argjson f "$(echo "$agent_runs" | jq "$median")" '. + {($n): $f}')
+	echo "agent-fio: $name raw $(echo "$raw" | jq -c ".$name.runs_iops") agent $(echo "$agent" | jq -c ".$name.runs_iops")" >&2
+done
+
+jq -n --argjson raw "$raw" --argjson agent "$agent" --arg size "$SIZE" --argjson runtime "$RUNTIME" --argjson repeat "$REPEAT" \
 	--arg kernel "$(uname -r)" --arg date "$(date -u +%FT%TZ)" --arg cpus "$(nproc)" '
 	def ratio(n; key): ($agent[n][key] / $raw[n][key]);
 	{
-	  date: $date, kernel: $kernel, cpus: ($cpus | tonumber), file_size: $size, runtime_s: $runtime,
-	  setup: "fio psync O_DIRECT on ext4 on the agent volume (single layout, one file member, FUSE image + loop) vs fio on a plain file in the same filesystem; random reads and writes with 4 jobs; every write job fsyncs at the end (randwrite_4k_fdatasync after every write); caches dropped before each job",
+	  date: $date, kernel: $kernel, cpus: ($cpus | tonumber), file_size: $size, runtime_s: $runtime, repeats: $repeat,
+	  setup: "fio psync O_DIRECT on ext4 on the agent volume (single layout, one file member, FUSE image + loop) vs fio on a plain file in the same filesystem; random reads and writes with 4 jobs; every write job fsyncs at the end (randwrite_4k_fdatasync after every write); caches dropped before each run; raw and agent runs alternate and the median of the repeats counts",
 	  raw: $raw, agent: $agent,
 	  ratios: {
 	    randread_4k: ratio("randread_4k"; "iops"),
