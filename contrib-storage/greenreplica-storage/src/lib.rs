@@ -25,6 +25,7 @@ pub mod replay;
 pub mod service_model;
 pub mod superblock;
 pub mod sync;
+pub mod synth;
 pub mod trace;
 pub mod users;
 pub mod volume;

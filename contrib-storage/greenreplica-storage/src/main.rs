@@ -11,6 +11,8 @@ use greenreplica_storage::control::client;
 use greenreplica_storage::layout::LayoutKind;
 use greenreplica_storage::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use greenreplica_storage::replay::{replay, ReplayOptions};
+use greenreplica_storage::synth::{self, SynthOptions};
+use std::io::Write;
 
 const DEFAULT_SOCKET: &str = "/run/greenreplica-storage/control.sock";
 
@@ -70,6 +72,28 @@ enum Command {
     /// Send standard input to the socket line by line, verbatim, and print each reply line
     /// (for testing how the agent treats bad input).
     Pipe,
+    /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
+    SynthTrace {
+        #[arg(long, default_value_t = 1_000_000)]
+        requests: u64,
+        /// Mean requests per second.
+        #[arg(long, default_value_t = 20.0)]
+        iops: f64,
+        #[arg(long, default_value_t = 0.7)]
+        write_ratio: f64,
+        #[arg(long, default_value_t = 8192)]
+        request_bytes: u64,
+        #[arg(long, default_value_t = 16_000_000_000)]
+        volume_bytes: u64,
+        /// Share of requests that continue where the previous one ended.
+        #[arg(long, default_value_t = 0.3)]
+        sequential: f64,
+        /// Daily swing of the arrival rate (0 = flat).
+        #[arg(long, default_value_t = 0.5)]
+        diurnal: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Replay a block trace (MSR Cambridge CSV) under a virtual clock; prints one JSON object.
     Replay {
         #[arg(long)]
@@ -180,6 +204,31 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Pipe => client::pipe(socket, std::io::stdin().lock(), std::io::stdout().lock()),
+        Command::SynthTrace {
+            requests,
+            iops,
+            write_ratio,
+            request_bytes,
+            volume_bytes,
+            sequential,
+            diurnal,
+            seed,
+        } => {
+            let options = SynthOptions {
+                requests,
+                iops,
+                write_ratio,
+                request_bytes,
+                volume_bytes,
+                sequential,
+                diurnal,
+                seed,
+            };
+            synth::validate(&options).map_err(anyhow::Error::msg)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            synth::generate(&options, &mut out).context("cannot write the trace")?;
+            out.flush().context("cannot write the trace")
+        }
         Command::Replay {
             trace,
             profile,
