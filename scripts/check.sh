@@ -30,9 +30,17 @@ stage=$(mktemp -d /tmp/greenreplica-check.XXXXXX)
 chmod 755 "$stage"
 stage_tree_for_test_user "$stage/src"
 
+# The TAP suites put standby tablespaces on volumes of a real storage agent.
+say "storage agent for the TAP suites"
+agent_dir="$stage/agent"
+trap 'bash scripts/test-agent.sh stop "$agent_dir"' EXIT
+agent_env=$(bash scripts/test-agent.sh start "$agent_dir")
+echo "$agent_env"
+
 status=0
 say "extension: pg_regress and TAP suites as $GR_TEST_USER"
-if ! (cd "$stage/src" && as_test_user make -s PG_CONFIG="$PG_CONFIG" installcheck); then
+# shellcheck disable=SC2086 # agent_env is NAME=value lines
+if ! (cd "$stage/src" && as_test_user env $agent_env make -s PG_CONFIG="$PG_CONFIG" installcheck); then
 	status=1
 	for f in "$stage"/src/regression.diffs; do
 		[ -f "$f" ] && { say "$f"; cat "$f"; }
@@ -42,6 +50,8 @@ if ! (cd "$stage/src" && as_test_user make -s PG_CONFIG="$PG_CONFIG" installchec
 	done
 fi
 
+bash scripts/test-agent.sh stop "$agent_dir"
+trap - EXIT
 if [ $status -eq 0 ]; then
 	rm -rf "$stage"
 	say "make check: all suites passed"

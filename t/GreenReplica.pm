@@ -7,6 +7,7 @@ use warnings;
 
 use Exporter 'import';
 use IPC::Run;
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -21,6 +22,10 @@ our @EXPORT = qw(
   start_pgbench
   promote_and_time_first_write
   wait_for_phase
+  agent_volume
+  remove_agent_volume
+  new_standby_on_volume
+  pair_on_agent_volume
 );
 
 # A primary with the library preloaded and the extension created.
@@ -158,6 +163,89 @@ sub wait_for_phase
 	}
 	$session->quit;
 	return $seen;
+}
+
+# Ask the storage agent started by "make check" for a volume of emulated
+# test-fast disks, mounted in a directory owned by us; returns the agent's
+# volume name and the mount point.  The suites need the agent: without it
+# they fail rather than pass vacuously.
+sub agent_volume
+{
+	my ($prefix) = @_;
+	my $socket = $ENV{GR_AGENT_SOCKET}
+	  or BAIL_OUT('GR_AGENT_SOCKET is not set: run the TAP suites through "make check", '
+		  . 'which starts the storage agent');
+	my $name = "${prefix}_$$";
+	my $dir = "$ENV{GR_AGENT_VOLUMES}/$name";
+	mkdir $dir or die "mkdir $dir: $!";
+	my $reply = agent_request(
+		{ op => 'create_volume', name => $name, template => 'tap', directory => $dir });
+	BAIL_OUT("the storage agent could not create a volume: " . ($reply->{error} // '?'))
+	  unless $reply->{ok};
+	return ($name, $dir);
+}
+
+sub remove_agent_volume
+{
+	my ($name) = @_;
+	my $reply = agent_request({ op => 'remove_volume', name => $name });
+	ok($reply->{ok}, "agent volume $name removed") or diag($reply->{error});
+}
+
+sub agent_request
+{
+	my ($request) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ $ENV{GR_AGENT_BIN}, '--socket', $ENV{GR_AGENT_SOCKET}, 'request', encode_json($request) ],
+		'>', \$out, '2>', \$err);
+	my $reply = eval { decode_json($out) };
+	return $reply // { ok => 0, error => "no JSON reply: $out $err" };
+}
+
+# A streaming standby of $primary whose copy of tablespace directory
+# $tablespace lives on the agent volume mounted at $mount.
+sub new_standby_on_volume
+{
+	my ($primary, $name, $tablespace, $mount, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $data = $node->data_dir;
+	PostgreSQL::Test::Utils::system_or_bail(
+		'pg_basebackup', '-D', $data, '-h', $primary->host, '-p', $primary->port,
+		'-X', 'stream', '--checkpoint=fast', '--no-sync',
+		'-T', "$tablespace=$mount/tablespace");
+	chmod(0700, $data);
+	$node->enable_streaming($primary);
+	$node->append_conf('postgresql.conf',
+		"port = " . $node->port . "\nunix_socket_directories = '" . $node->host . "'\n" . ($conf // ''));
+	$node->start;
+	return $node;
+}
+
+# A primary with pgbench tables (scale $scale) in tablespace "data", and a
+# deferring standby whose copy of that tablespace is on an agent volume the
+# scheduler manages.  Returns (primary, standby, volume name).
+sub pair_on_agent_volume
+{
+	my ($prefix, $scale, $conf) = @_;
+	my ($volume, $mount) = agent_volume($prefix);
+	my $primary = new_primary("${prefix}_primary");
+	my $tablespace = PostgreSQL::Test::Utils::tempdir("${prefix}_ts");
+	$primary->safe_psql('postgres', "CREATE TABLESPACE data LOCATION '$tablespace'");
+	$primary->command_ok(
+		[
+			'pgbench', '-i', '-s', $scale, '-q', '--tablespace=data', '--index-tablespace=data',
+			'-h', $primary->host, '-p', $primary->port, 'postgres'
+		],
+		'pgbench tables loaded into a tablespace');
+	my $standby = new_standby_on_volume(
+		$primary, "${prefix}_standby", $tablespace, $mount, qq{
+greenreplica.mode = defer
+greenreplica.agent_socket = '$ENV{GR_AGENT_SOCKET}'
+greenreplica.agent_volume = '$volume'
+$conf
+});
+	return ($primary, $standby, $volume);
 }
 
 1;
