@@ -27,12 +27,21 @@ fn path_str(p: &Path) -> Result<&str> {
         .with_context(|| format!("path {} is not UTF-8", p.display()))
 }
 
+/// Attach with direct I/O (no second page cache between loop and FUSE); kernels or
+/// filesystems that refuse it get a buffered loop device instead.
 pub fn loop_attach(image: &Path) -> Result<String> {
-    run(
-        "losetup",
-        &["--find", "--show", "--direct-io=on", path_str(image)?],
-    )
-    .with_context(|| format!("cannot attach a loop device to {}", image.display()))
+    let path = path_str(image)?;
+    match run("losetup", &["--find", "--show", "--direct-io=on", path]) {
+        Ok(device) => Ok(device),
+        Err(e) => {
+            tracing::warn!(image = path, error = %e, "loop direct I/O refused; attaching buffered");
+            for device in loops_backed_by(image) {
+                let _ = loop_detach(&device);
+            }
+            run("losetup", &["--find", "--show", path])
+                .with_context(|| format!("cannot attach a loop device to {}", image.display()))
+        }
+    }
 }
 
 pub fn loop_detach(device: &str) -> Result<()> {
