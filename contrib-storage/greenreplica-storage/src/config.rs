@@ -14,15 +14,12 @@ use crate::profile::DriveProfile;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read configuration {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("configuration {path}: {source}")]
+    #[error("cannot read configuration {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("configuration {path}: {cause}")]
     Parse {
         path: String,
-        source: Box<toml::de::Error>,
+        cause: Box<toml::de::Error>,
     },
     #[error("configuration {path}: `{key}`: {problem}")]
     Invalid {
@@ -231,17 +228,17 @@ fn valid_name(name: &str) -> bool {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let mut config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+        let mut config: Config = toml::from_str(text).map_err(|cause| ConfigError::Parse {
             path: origin.to_string(),
-            source: Box::new(source),
+            cause: Box::new(cause),
         })?;
         config.origin = origin.to_string();
         config.validate()?;

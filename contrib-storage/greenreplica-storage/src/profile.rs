@@ -32,15 +32,12 @@ const BUILTIN: &[(&str, &str)] = &[
 pub enum ProfileError {
     #[error("unknown drive profile {name:?} (built in: {known}); give a path to a .toml file to load your own")]
     Unknown { name: String, known: String },
-    #[error("cannot read drive profile {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("drive profile {origin}: {source}")]
+    #[error("cannot read drive profile {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("drive profile {origin}: {cause}")]
     Parse {
         origin: String,
-        source: Box<toml::de::Error>,
+        cause: Box<toml::de::Error>,
     },
     #[error("drive profile {origin}: key `{key}`: {problem}")]
     Invalid {
@@ -120,17 +117,17 @@ impl DriveProfile {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ProfileError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, ProfileError> {
-        let profile: DriveProfile = toml::from_str(text).map_err(|source| ProfileError::Parse {
+        let profile: DriveProfile = toml::from_str(text).map_err(|cause| ProfileError::Parse {
             origin: origin.to_string(),
-            source: Box::new(source),
+            cause: Box::new(cause),
         })?;
         profile.validate(origin)?;
         Ok(profile)

@@ -15,15 +15,15 @@ const MAGIC_LINE: &[u8] = b"GREENREPLICA-STORAGE-MEMBER v1\n";
 
 #[derive(Debug, Error)]
 pub enum SuperblockError {
-    #[error("member {member}: cannot read its header: {source}")]
+    #[error("member {member}: cannot read its header: {cause}")]
     Read {
         member: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("member {member}: cannot write its header: {source}")]
+    #[error("member {member}: cannot write its header: {cause}")]
     Write {
         member: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("member {member} is not empty and carries no greenreplica header; refusing to use it (wipe it yourself if it really is free: e.g. `wipefs -a` or `dd if=/dev/zero of=… bs=1M count=2`)")]
     Foreign { member: String },
@@ -65,9 +65,9 @@ pub fn read(member: &dyn Member) -> Result<Option<Superblock>, SuperblockError> 
     let mut head = vec![0u8; HEADER_BYTES];
     member
         .read_at(&mut head, 0)
-        .map_err(|source| SuperblockError::Read {
+        .map_err(|cause| SuperblockError::Read {
             member: name.clone(),
-            source,
+            cause,
         })?;
     if let Some(body) = head.strip_prefix(MAGIC_LINE) {
         let end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
@@ -93,9 +93,9 @@ fn is_blank(member: &dyn Member) -> Result<bool, SuperblockError> {
         let len = member.size().saturating_sub(offset).min(buf.len() as u64) as usize;
         member
             .read_at(&mut buf[..len], offset)
-            .map_err(|source| SuperblockError::Read {
+            .map_err(|cause| SuperblockError::Read {
                 member: member.describe(),
-                source,
+                cause,
             })?;
         if buf[..len].iter().any(|&b| b != 0) {
             return Ok(false);
@@ -105,9 +105,9 @@ fn is_blank(member: &dyn Member) -> Result<bool, SuperblockError> {
 }
 
 pub fn write(member: &dyn Member, sb: &Superblock) -> Result<(), SuperblockError> {
-    let err = |source| SuperblockError::Write {
+    let err = |cause| SuperblockError::Write {
         member: member.describe(),
-        source,
+        cause,
     };
     let json = serde_json::to_vec(sb).map_err(|e| err(std::io::Error::other(e)))?;
     let mut head = vec![0u8; HEADER_BYTES];

@@ -18,22 +18,19 @@ const TICKS_PER_S: f64 = 1e7;
 
 #[derive(Debug, Error)]
 pub enum TraceError {
-    #[error("cannot open trace {path}: {source}")]
-    Open {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot open trace {path}: {cause}")]
+    Open { path: String, cause: std::io::Error },
     #[error("trace {path}: line {line}: {problem}")]
     Line {
         path: String,
         line: u64,
         problem: String,
     },
-    #[error("trace {path}: read error after line {line}: {source}")]
+    #[error("trace {path}: read error after line {line}: {cause}")]
     Read {
         path: String,
         line: u64,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -103,9 +100,9 @@ pub struct TraceReader {
 
 impl TraceReader {
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let file = File::open(path).map_err(|source| TraceError::Open {
+        let file = File::open(path).map_err(|cause| TraceError::Open {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Ok(Self {
             path: path.display().to_string(),
@@ -122,11 +119,11 @@ impl Iterator for TraceReader {
         loop {
             let text = match self.lines.next()? {
                 Ok(t) => t,
-                Err(source) => {
+                Err(cause) => {
                     return Some(Err(TraceError::Read {
                         path: self.path.clone(),
                         line: self.line,
-                        source,
+                        cause,
                     }))
                 }
             };

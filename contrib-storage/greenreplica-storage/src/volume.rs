@@ -847,6 +847,48 @@ mod tests {
     }
 
     #[test]
+    fn a_model_spin_down_is_sent_to_a_real_disk() {
+        use crate::member::{BlockDevice, FileMember, MemberKind, RecordingRunner};
+        let dir = std::env::temp_dir().join(format!("grs-vol-bd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let io = FileMember::open_or_create(MemberKind::Blockdev, &dir.join("d"), MEMBER as u64)
+            .unwrap();
+        let runner = Arc::new(RecordingRunner::default());
+        let disk: Arc<dyn Member> = Arc::new(BlockDevice::with_io(io, "/dev/sdz", runner.clone()));
+        let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+        let drive = Drive::new(
+            profile,
+            0,
+            "idle-timeout:1".parse::<PolicySpec>().unwrap().build(48),
+            0.0,
+            Ledger::default(),
+        );
+        let clock = Arc::new(VirtualClock::new());
+        let layout =
+            layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+        let v = Volume::new(
+            "bd",
+            layout,
+            vec![MemberSlot::new(Some(disk), drive, Health::InSync)],
+            clock.clone(),
+            None,
+            None,
+        );
+        v.tick();
+        assert!(
+            lock(&runner.calls).is_empty(),
+            "still within the idle timeout"
+        );
+        clock.advance_to(5.0);
+        v.tick();
+        assert_eq!(*lock(&runner.calls), vec!["hdparm -y /dev/sdz".to_string()]);
+        assert_eq!(v.power_state(), PowerState::Standby);
+        v.tick();
+        assert_eq!(lock(&runner.calls).len(), 1, "one spin-down, one command");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn hints_are_checked_against_the_volume_size() {
         let m = [MemMember::new(MEMBER)];
         let v = volume(LayoutKind::Single, &m);

@@ -94,33 +94,14 @@ impl Member for BlockDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    #[derive(Debug, Default)]
-    struct FakeRunner {
-        calls: Mutex<Vec<String>>,
-    }
-
-    impl CommandRunner for FakeRunner {
-        fn run(&self, program: &str, args: &[&str]) -> Result<String> {
-            self.calls
-                .lock()
-                .unwrap()
-                .push(format!("{program} {}", args.join(" ")));
-            Ok(if args.first() == Some(&"-C") {
-                "\n/dev/sdz:\n drive state is:  standby\n".into()
-            } else {
-                String::new()
-            })
-        }
-    }
+    use crate::member::RecordingRunner;
 
     #[test]
     fn spin_down_runs_hdparm_y_and_state_comes_from_hdparm_c() {
         let dir = std::env::temp_dir().join(format!("grs-blockdev-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let io = FileMember::open_or_create(MemberKind::Blockdev, &dir.join("d"), 1 << 20).unwrap();
-        let runner = Arc::new(FakeRunner::default());
+        let runner = Arc::new(RecordingRunner::default());
         let dev = BlockDevice::with_io(io, "/dev/sdz", runner.clone());
         dev.spin_down().unwrap();
         assert_eq!(dev.reported_power_state().as_deref(), Some("standby"));

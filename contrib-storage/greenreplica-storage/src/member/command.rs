@@ -29,3 +29,22 @@ impl CommandRunner for SystemRunner {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 }
+
+/// A runner that records its calls and answers like hdparm, for tests.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct RecordingRunner {
+    pub calls: std::sync::Mutex<Vec<String>>,
+}
+
+#[cfg(test)]
+impl CommandRunner for RecordingRunner {
+    fn run(&self, program: &str, args: &[&str]) -> Result<String> {
+        crate::sync::lock(&self.calls).push(format!("{program} {}", args.join(" ")));
+        Ok(if args.first() == Some(&"-C") {
+            "\n/dev/sdz:\n drive state is:  standby\n".into()
+        } else {
+            String::new()
+        })
+    }
+}

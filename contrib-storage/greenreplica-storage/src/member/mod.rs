@@ -13,6 +13,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use blockdev::BlockDevice;
+#[cfg(test)]
+pub use command::RecordingRunner;
 pub use command::{CommandRunner, SystemRunner};
 pub use file::FileMember;
 
