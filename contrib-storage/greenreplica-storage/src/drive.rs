@@ -96,6 +96,10 @@ impl Drive {
             PowerState::SpinningDown => mode.spin_down_joules(active_w),
         };
         self.ledger.record(state, seconds, joules);
+        if state == PowerState::Standby {
+            let name = mode.name.clone();
+            self.ledger.record_standby_mode(&name, seconds);
+        }
     }
 
     fn enter(&mut self, state: PowerState, at: Seconds, until: Seconds) {
@@ -262,6 +266,9 @@ impl Drive {
             }
         };
         ledger.record(self.state, elapsed, joules);
+        if self.state == PowerState::Standby {
+            ledger.record_standby_mode(&mode.name, elapsed);
+        }
         ledger
     }
 }
@@ -355,6 +362,17 @@ mod tests {
         assert_eq!(d.state(), PowerState::SpinningUp);
         d.advance_to(11.0);
         assert_eq!(d.state(), PowerState::Idle, "no fallback spin-down yet");
+    }
+
+    #[test]
+    fn a_long_expected_idle_picks_the_deskstar_mode_that_saves_most() {
+        let mut d = drive("deskstar-t7k250", "cooperative");
+        d.sleep(0.0, Some(3600.0)).unwrap();
+        d.advance_to(100.0);
+        let l = d.ledger_at(100.0);
+        let standby = l.standby_seconds_by_mode.get("non-spinning").copied();
+        assert!(close(standby.unwrap_or(0.0), 100.0 - 0.7), "{l:?}");
+        assert!(close(l.state_joules.standby, 0.93 * (100.0 - 0.7)));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The energy ledger: seconds and joules per power state, transitions and I/O counts.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::power_state::PowerState;
@@ -62,9 +64,18 @@ pub struct Ledger {
     pub writes: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Standby seconds per standby mode (drives such as the Deskstar have several).
+    pub standby_seconds_by_mode: BTreeMap<String, f64>,
 }
 
 impl Ledger {
+    pub fn record_standby_mode(&mut self, mode: &str, seconds: f64) {
+        *self
+            .standby_seconds_by_mode
+            .entry(mode.to_string())
+            .or_default() += seconds;
+    }
+
     pub fn record(&mut self, state: PowerState, seconds: f64, joules: f64) {
         *self.state_seconds.get_mut(state) += seconds;
         *self.state_joules.get_mut(state) += joules;
@@ -90,6 +101,9 @@ impl Ledger {
         self.writes += other.writes;
         self.bytes_read += other.bytes_read;
         self.bytes_written += other.bytes_written;
+        for (mode, seconds) in &other.standby_seconds_by_mode {
+            self.record_standby_mode(mode, *seconds);
+        }
     }
 
     pub fn sum<'a>(ledgers: impl IntoIterator<Item = &'a Ledger>) -> Ledger {

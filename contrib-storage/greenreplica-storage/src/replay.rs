@@ -38,6 +38,7 @@ pub struct Figures {
     pub state_joules: PerState,
     pub reads: u64,
     pub writes: u64,
+    pub standby_seconds_by_mode: std::collections::BTreeMap<String, f64>,
     pub response_ms: ResponseSummary,
 }
 
@@ -51,6 +52,7 @@ impl Figures {
             state_joules: ledger.state_joules,
             reads: ledger.reads,
             writes: ledger.writes,
+            standby_seconds_by_mode: ledger.standby_seconds_by_mode.clone(),
             response_ms,
         }
     }
