@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use greenreplica_storage::control::client;
 use greenreplica_storage::layout::LayoutKind;
 use greenreplica_storage::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
+use greenreplica_storage::profile::DriveProfile;
 use greenreplica_storage::replay::{replay, ReplayOptions};
 use greenreplica_storage::synth::{self, SynthOptions};
 use std::io::Write;
@@ -72,6 +73,9 @@ enum Command {
     /// Send standard input to the socket line by line, verbatim, and print each reply line
     /// (for testing how the agent treats bad input).
     Pipe,
+    /// List the built-in drive profiles (or one, by name or path) with their derived
+    /// break-even time per standby mode.
+    Profiles { name: Option<String> },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
         #[arg(long, default_value_t = 1_000_000)]
@@ -204,6 +208,23 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Pipe => client::pipe(socket, std::io::stdin().lock(), std::io::stdout().lock()),
+        Command::Profiles { name } => {
+            let names = match name {
+                Some(n) => vec![n],
+                None => DriveProfile::builtin_names()
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+            };
+            let mut out = Vec::new();
+            for n in names {
+                let p = DriveProfile::load(&n)?;
+                let modes: Vec<Value> = (0..p.standby_modes.len()).map(|i| p.summary(i)).collect();
+                out.push(json!({"name": p.name, "default_standby_mode": p.default_standby_mode, "modes": modes}));
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
         Command::SynthTrace {
             requests,
             iops,
