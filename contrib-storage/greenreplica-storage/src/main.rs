@@ -282,6 +282,14 @@ fn run(cli: Cli) -> Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A client piped into `head` should end quietly, as Unix tools do; the daemon keeps
+    // Rust's ignored SIGPIPE and handles EPIPE on its sockets.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        // SAFETY: no thread has been started yet; this restores the default action.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
