@@ -129,3 +129,5 @@ jq -n --argjson raw "$raw" --argjson agent "$agent" --arg size "$SIZE" --argjson
 	  }' >"$OUT"
 echo "agent-fio: wrote $OUT" >&2
 jq .ratios "$OUT"
+
+/usr/bin/python3 "$(dirname "$0")/plot.py" "$OUT" >&2
