@@ -6,20 +6,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::member::{CommandRunner, SystemRunner};
+
 fn run(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("cannot run {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    SystemRunner
+        .run(program, args)
+        .map(|out| out.trim().to_string())
 }
 
 fn path_str(p: &Path) -> Result<&str> {
