@@ -26,6 +26,7 @@ our @EXPORT = qw(
   remove_agent_volume
   new_standby_on_volume
   pair_on_agent_volume
+  check_promotion_in_phase
 );
 
 # A primary with the library preloaded and the extension created.
@@ -246,6 +247,40 @@ greenreplica.agent_volume = '$volume'
 $conf
 });
 	return ($primary, $standby, $volume);
+}
+
+# The RTO scenario for one phase of the batch cycle: a standby on an agent
+# volume, batching under a throttled pgbench load, is promoted the moment
+# its scheduler is seen in $phase; its first committed write must come
+# within $rto seconds.  $conf adds standby settings.
+sub check_promotion_in_phase
+{
+	my ($phase, $rto, $conf) = @_;
+	my ($primary, $standby, $volume) = pair_on_agent_volume($phase, 5, qq{
+greenreplica.rto = ${rto}s
+greenreplica.window_size = 48MB
+shared_buffers = 256MB
+$conf
+});
+	ok( $standby->poll_query_until(
+			'postgres', "SELECT phase = 'sleep' AND agent = 'connected' FROM greenreplica_status"),
+		'the standby batches with the agent');
+
+	my $load = start_pgbench($primary, 120, '--rate=400');
+	ok(wait_for_phase($standby, $phase, 90), "the scheduler entered \U$phase\E under load");
+
+	my $took = promote_and_time_first_write($standby);
+	$load->kill_kill;
+	ok(defined $took, 'the promoted standby took a write');
+	cmp_ok($took, '<=', $rto,
+		sprintf("promote during \U$phase\E to first committed write took %.2f s, within the RTO of %d s",
+			$took // -1, $rto));
+	is($standby->safe_psql('postgres', 'SELECT role FROM greenreplica_status'),
+		'primary', 'the standby is a primary now');
+
+	$standby->stop;
+	remove_agent_volume($volume);
+	return;
 }
 
 1;
