@@ -1,0 +1,464 @@
+#!/usr/bin/python3
+"""End-to-end energy benchmark: one primary, one standby per configuration.
+
+All standbys follow the same primary and so replay the very same WAL stream of the same
+TPC-C-like run; each standby's tablespace lives on its own agent volume of emulated-hdd
+members (RAID10, the same drive profile everywhere), so the agent's energy ledger of each
+volume is the data-volume energy of that configuration.  pg_wal and the rest of each data
+directory stay on the plain disk (the log volume).  The primary's volume is always on.
+
+Configurations:
+  always_on           stock standby (greenreplica.mode = off), volume always spinning
+  idle_timeout_600    stock standby, the agent spins members down after 600 s idle (hd-idle)
+  idle_timeout_short  stock standby, a tuned short idle timeout
+  defer               greenreplica batches, the scheduler tells the agent when to sleep
+  compact             as defer, with compaction (fold, sort, prefetch)
+
+Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
+Writes the results as JSON (latest.json and a dated copy) and PNG plots.
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_BIN = "/usr/lib/postgresql/15/bin"
+USER = os.environ.get("GR_TEST_USER", "grtest")
+TPCC = ROOT / "bench" / "tpcc" / "tpcc.sh"
+STOCK = ("always_on", "idle_timeout_600", "idle_timeout_short")
+ALL_CONFIGS = STOCK + ("defer", "compact")
+
+
+def log(msg):
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def as_user(cmd, **kw):
+    env = f"PATH={PG_BIN}:/usr/bin:/bin"
+    return run(["runuser", "-u", USER, "--", "env", env, *cmd], **kw)
+
+
+class Agent:
+    """The storage agent, started for this run with a template per power policy."""
+
+    def __init__(self, work, profile, members, idle_short):
+        self.work = work / "agent"
+        self.socket = self.work / "run" / "control.sock"
+        self.bin = ROOT / "contrib-storage" / "target" / "release" / "greenreplica-storage"
+        self.profile = profile
+        self.members = members
+        self.idle_short = idle_short
+        self.proc = None
+
+    def template(self, name, policy):
+        return f"""
+[[template]]
+name = "{name}"
+layout = "raid10"
+members = {self.members}
+member_kind = "emulated-hdd"
+member_size = "1GiB"
+profile = "{self.profile}"
+policy = "{policy}"
+"""
+
+    def start(self):
+        if not self.bin.exists():
+            run(["bash", str(ROOT / "scripts" / "storage.sh"), "build"])
+        for sub in ("run", "state", "volumes"):
+            (self.work / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.work, 0o755)
+        os.chmod(self.work / "run", 0o755)
+        run(["chown", f"{USER}:", str(self.work / "volumes")])
+        group = run(["id", "-gn", USER], capture_output=True).stdout.strip()
+        config = f"""
+[agent]
+socket = "{self.socket}"
+group = "{group}"
+state_dir = "{self.work / 'state'}"
+runtime_dir = "{self.work / 'run'}"
+volume_directories = ["{self.work / 'volumes'}"]
+"""
+        config += self.template("always_on", "always-on")
+        config += self.template("idle_timeout_600", "idle-timeout:600")
+        config += self.template("idle_timeout_short", f"idle-timeout:{self.idle_short}")
+        config += self.template("cooperative", "cooperative:600")
+        (self.work / "agent.toml").write_text(config)
+        self.log = open(self.work / "agent.log", "a")
+        self.proc = subprocess.Popen([str(self.bin), "serve", "--config", str(self.work / "agent.toml")],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(240):
+            try:
+                self.request({"op": "volumes"})
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.25)
+        raise RuntimeError(f"the storage agent did not start; see {self.work / 'agent.log'}")
+
+    def request(self, req):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(str(self.socket))
+            s.sendall((json.dumps(req) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        reply = json.loads(buf)
+        if not reply.get("ok"):
+            raise RuntimeError(f"agent refused {req['op']}: {reply.get('error')}")
+        return reply
+
+    def create_volume(self, name, template):
+        """A volume mounted in a directory owned by the test user (created as that user)."""
+        directory = self.work / "volumes" / name
+        as_user(["mkdir", "-p", str(directory)])
+        req = json.dumps({"op": "create_volume", "name": name, "template": template,
+                          "directory": str(directory)})
+        as_user([str(self.bin), "--socket", str(self.socket), "request", req], capture_output=True)
+        as_user(["mkdir", "-p", str(directory / "ts")])
+        return directory / "ts"
+
+    def volumes(self):
+        return {v["name"]: v for v in self.request({"op": "status"})["volumes"]}
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class Node:
+    """A PostgreSQL server run by the test user, on a unix socket in the work directory."""
+
+    def __init__(self, work, name, port):
+        self.work, self.name, self.port = work, name, port
+        self.data = work / name
+
+    def psql(self, sql, capture=True):
+        return as_user(["psql", "-X", "-q", "-At", "-h", str(self.work), "-p", str(self.port),
+                        "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                       capture_output=capture).stdout.strip() if capture else None
+
+    def conf(self, text):
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write(text)
+
+    def start(self):
+        as_user(["pg_ctl", "-D", str(self.data), "-l", str(self.work / f"{self.name}.log"), "-w", "start"],
+                capture_output=True)
+
+    def stop(self, mode="fast"):
+        subprocess.run(["runuser", "-u", USER, "--", f"{PG_BIN}/pg_ctl", "-D", str(self.data),
+                        "-m", mode, "stop"], capture_output=True)
+
+    def env(self):
+        return {"PGHOST": str(self.work), "PGPORT": str(self.port), "PGDATABASE": "postgres"}
+
+    def tpcc(self, *args, check=True):
+        """Run bench/tpcc/tpcc.sh against this node; returns the completed process."""
+        env = [f"{k}={v}" for k, v in self.env().items()]
+        return subprocess.run(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin", *env,
+                               "bash", str(TPCC), *map(str, args)],
+                              check=check, text=True, capture_output=True)
+
+
+def standby_conf(config, args, volume):
+    if config in STOCK:
+        return "greenreplica.mode = off\n"
+    return f"""greenreplica.mode = {config}
+greenreplica.rto = {args.rto}s
+greenreplica.window_size = {args.window}
+greenreplica.agent_socket = '{volume.socket}'
+greenreplica.agent_volume = '{config}'
+"""
+
+
+STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
+              "coalesce(r_gen, 0), coalesce(r_apl, 0), coalesce(batches, 0), "
+              "coalesce(r_apl_measured, false) FROM greenreplica_status")
+
+
+def sample(agent, standbys, samples, stop):
+    """Once a second: every member's power state and every standby's scheduler figures."""
+    t0 = time.time()
+    last = -1.0
+    while not stop.is_set():
+        t = time.time() - t0
+        try:
+            vols = agent.volumes()
+        except Exception as e:  # a slow answer costs a sample, not the run
+            log(f"sample: agent: {e}")
+            vols = {}
+        for config, node in standbys.items():
+            row = {"t": round(t, 2)}
+            v = vols.get(config)
+            if v:
+                row["members"] = [m["state"] for m in v["members"]]
+            try:
+                phase, unapplied, est, rgen, rapl, batches, measured = node.psql(STATUS_SQL).split("|")
+                row.update(phase=phase, unapplied_bytes=int(unapplied), rto_estimate_s=float(est),
+                           r_gen=float(rgen), r_apl=float(rapl), batches=int(batches),
+                           r_apl_measured=measured == "t")
+            except Exception:
+                pass
+            samples[config].append(row)
+        if int(t) // 15 != int(last) // 15:
+            parts = []
+            for config in standbys:
+                row = samples[config][-1] if samples[config] else {}
+                states = "/".join(s[:4] for s in row.get("members", []))
+                if config in STOCK:
+                    parts.append(f"{config} {states}")
+                else:
+                    parts.append(f"{config} {row.get('phase', '?')} {row.get('unapplied_bytes', 0) // 1024} kB "
+                                 f"b{row.get('batches', 0)} {states}")
+            log("  " + " | ".join(parts))
+        last = t
+        stop.wait(1.0)
+
+
+def ledger(volume):
+    members = [m["ledger"] for m in volume["members"]]
+    return {"energy_joules": volume["ledger"]["energy_joules"], "members": members}
+
+
+def delta(after, before):
+    out = {"energy_joules": after["energy_joules"] - before["energy_joules"], "members": []}
+    for a, b in zip(after["members"], before["members"]):
+        out["members"].append({
+            "energy_joules": a["energy_joules"] - b["energy_joules"],
+            "spin_downs": a["spin_downs"] - b["spin_downs"],
+            "spin_ups": a["spin_ups"] - b["spin_ups"],
+            "state_seconds": {k: a["state_seconds"][k] - b["state_seconds"].get(k, 0)
+                              for k in a["state_seconds"]},
+        })
+    return out
+
+
+def promote_and_time(node):
+    start = time.time()
+    as_user(["pg_ctl", "-D", str(node.data), "-w", "promote"], capture_output=True)
+    while time.time() - start < 600:
+        r = subprocess.run(["runuser", "-u", USER, "--", f"{PG_BIN}/psql", "-X", "-q", "-h", str(node.work),
+                            "-p", str(node.port), "-d", "postgres", "-c",
+                            "CREATE TABLE IF NOT EXISTS failover_probe (at timestamptz); "
+                            "INSERT INTO failover_probe VALUES (now())"], capture_output=True)
+        if r.returncode == 0:
+            return time.time() - start
+        time.sleep(0.01)
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="deskstar-t7k250")
+    p.add_argument("--members", type=int, default=2, help="members per RAID10 volume (even)")
+    p.add_argument("--warehouses", type=int, default=1)
+    p.add_argument("--duration", type=int, default=240, help="seconds of workload")
+    p.add_argument("--rate", type=int, default=100, help="TPC-C transactions per second")
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--rto", type=int, default=30, help="greenreplica.rto of defer/compact, s")
+    p.add_argument("--window", default="16MB", help="greenreplica.window_size")
+    p.add_argument("--idle-short", type=int, default=10, help="the tuned idle timeout, s")
+    p.add_argument("--checkpoint-timeout", default="2min",
+                   help="the primary's checkpoint_timeout: stock standbys write back at each restartpoint")
+    p.add_argument("--configs", default=",".join(ALL_CONFIGS))
+    p.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--name", default="latest", help="results file stem")
+    args = p.parse_args()
+    configs = [c for c in args.configs.split(",") if c]
+    for c in configs:
+        if c not in ALL_CONFIGS:
+            sys.exit(f"energy: unknown configuration {c!r} (known: {', '.join(ALL_CONFIGS)})")
+    if os.geteuid() != 0:
+        sys.exit("energy: run as root (the storage agent mounts filesystems)")
+
+    work = Path(tempfile.mkdtemp(prefix="greenreplica-energy."))
+    os.chmod(work, 0o755)
+    run(["chown", f"{USER}:", str(work)])
+    agent = Agent(work, args.profile, args.members, args.idle_short)
+    nodes = []
+    try:
+        log(f"storage agent: {args.members}-member RAID10 volumes of {args.profile}")
+        agent.start()
+
+        log(f"primary: TPC-C with {args.warehouses} warehouse(s) on an always-on volume")
+        primary = Node(work, "primary", 56100)
+        nodes.append(primary)
+        as_user(["initdb", "-D", str(primary.data), "-A", "trust", "--no-sync"], capture_output=True)
+        primary.conf(f"""
+port = {primary.port}
+listen_addresses = ''
+unix_socket_directories = '{work}'
+shared_preload_libraries = 'greenreplica'
+wal_level = replica
+max_wal_senders = 20
+max_wal_size = 2GB
+checkpoint_timeout = {args.checkpoint_timeout}
+""")
+        primary.start()
+        ts = agent.create_volume("primary", "always_on")
+        primary.psql("CREATE EXTENSION greenreplica")
+        primary.psql(f"CREATE TABLESPACE data LOCATION '{ts}'")
+        primary.tpcc("init", args.warehouses, "data")
+
+        standbys = {}
+        for i, config in enumerate(configs):
+            template = "cooperative" if config in ("defer", "compact") else config
+            vts = agent.create_volume(config, template)
+            node = Node(work, config, 56101 + i)
+            as_user(["pg_basebackup", "-h", str(work), "-p", str(primary.port), "-D", str(node.data),
+                     "-X", "stream", "--checkpoint=fast", "--no-sync", "-T", f"{ts}={vts}"],
+                    capture_output=True)
+            node.conf(f"""
+port = {node.port}
+primary_conninfo = 'host={work} port={primary.port} application_name={config}'
+{standby_conf(config, args, agent)}""")
+            as_user(["touch", str(node.data / "standby.signal")])
+            node.start()
+            nodes.append(node)
+            standbys[config] = node
+            log(f"standby {config}: started")
+
+        lsn = primary.psql("SELECT pg_current_wal_lsn()")
+        for config, node in standbys.items():
+            while node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'") != "t":
+                time.sleep(0.2)
+
+        before = {c: ledger(v) for c, v in agent.volumes().items() if c in standbys}
+        samples = {c: [] for c in standbys}
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample, args=(agent, standbys, samples, stop), daemon=True)
+        sampler.start()
+        log(f"workload: {args.duration} s of the TPC-C mix at {args.rate} tps, {args.clients} clients")
+        t_start = time.time()
+        load = subprocess.Popen(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin",
+                                 *[f"{k}={v}" for k, v in primary.env().items()],
+                                 "bash", str(TPCC), "run", str(args.duration), str(args.clients),
+                                 "-R", str(args.rate), "-P", "30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in load.stdout:
+            if line.startswith("progress:") or "tps =" in line:
+                log("  " + line.strip())
+        load.wait()
+        elapsed = time.time() - t_start
+        stop.set()
+        sampler.join()
+        after = {c: ledger(v) for c, v in agent.volumes().items() if c in standbys}
+        vols = agent.volumes()
+        primary_check = primary.tpcc("check", check=False).returncode == 0
+
+        log("failover: promoting every standby, timing its first committed write")
+        results = {}
+        for config, node in standbys.items():
+            status = samples[config][-1] if samples[config] else {}
+            rto_measured = promote_and_time(node)
+            check = node.tpcc("check", check=False).returncode == 0
+            d = delta(after[config], before[config])
+            profile = vols[config]["profile"]
+            results[config] = {
+                "energy_joules": d["energy_joules"],
+                "members": d["members"],
+                "avg_power_per_member_w": d["energy_joules"] / elapsed / len(d["members"]),
+                "spin_cycles": d["members"][0]["spin_downs"],
+                "spin_cycles_per_day": d["members"][0]["spin_downs"] * 86400.0 / elapsed,
+                "r_gen": status.get("r_gen"),
+                "r_apl": status.get("r_apl") if config not in STOCK else None,
+                "r_apl_measured": status.get("r_apl_measured") if config not in STOCK else None,
+                "largest_unapplied_bytes": max((s.get("unapplied_bytes", 0) for s in samples[config]), default=0),
+                "largest_rto_estimate_s": (max((s.get("rto_estimate_s", 0) for s in samples[config]), default=0)
+                                           if config not in STOCK else None),
+                "batches": status.get("batches") if config not in STOCK else None,
+                "rto_configured_s": args.rto if config not in STOCK else None,
+                "rto_measured_s": rto_measured,
+                "tpcc_consistent_after_failover": check,
+                "profile": {k: profile[k] for k in ("name", "active_w", "idle_w", "standby_w",
+                                                    "spin_up_s", "break_even_s")},
+            }
+            r = results[config]
+            r["r_apl_over_r_gen"] = (r["r_apl"] / r["r_gen"]) if r["r_apl"] and r["r_gen"] else None
+            log(f"  {config}: promote to first write {rto_measured:.2f} s, TPC-C consistent: {check}")
+
+        # The physical limit: every member in standby except the least active time any
+        # configuration needed for the same I/O, with no transition costs.
+        limit = 0.0
+        n_members = len(next(iter(results.values()))["members"])
+        for m in range(n_members):
+            active = min(r["members"][m]["state_seconds"].get("active", 0) for r in results.values())
+            prof = next(iter(results.values()))["profile"]
+            limit += prof["active_w"] * active + prof["standby_w"] * (elapsed - active)
+        base = results.get("always_on", {}).get("energy_joules")
+        for r in results.values():
+            r["saving_vs_always_on"] = (1 - r["energy_joules"] / base) if base else None
+            limit_saving = (1 - limit / base) if base else None
+            r["saving_share_of_limit"] = (r["saving_vs_always_on"] / limit_saving) if limit_saving else None
+
+        out = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+            "setup": {k: v for k, v in vars(args).items() if k not in ("results", "name")},
+            "duration_s": elapsed,
+            "physical_limit_joules": limit,
+            "physical_limit_saving": (1 - limit / base) if base else None,
+            "tpcc_consistent_on_primary": primary_check,
+            "configurations": results,
+            "samples": samples,
+        }
+        res = Path(args.results)
+        res.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+        for path in (res / f"{args.name}.json", res / f"energy-{stamp}.json"):
+            path.write_text(json.dumps(out, indent=2))
+        log(f"results: {res / (args.name + '.json')}")
+        subprocess.run(["/usr/bin/python3", str(Path(__file__).with_name("plot.py")),
+                        str(res / f"{args.name}.json")], check=False)
+        print_table(out)
+    finally:
+        for node in reversed(nodes):
+            node.stop("immediate")
+        agent.stop()
+        subprocess.run(["bash", str(ROOT / "scripts" / "test-agent.sh"), "stop", str(agent.work)],
+                       capture_output=True)
+        subprocess.run(["rm", "-rf", str(work)])
+
+
+def print_table(out):
+    def f(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    print()
+    print(f"{'configuration':<20} {'energy J':>10} {'saving':>8} {'of limit':>9} {'W/member':>9} "
+          f"{'cycles/day':>11} {'Rapl/Rgen':>10} {'max est s':>10} {'RTO s':>6} {'measured s':>11}")
+    for name, r in out["configurations"].items():
+        print(f"{name:<20} {r['energy_joules']:>10.0f} {f(r['saving_vs_always_on'], '>8.1%')} "
+              f"{f(r['saving_share_of_limit'], '>9.1%')} {r['avg_power_per_member_w']:>9.2f} "
+              f"{r['spin_cycles_per_day']:>11.0f} {f(r['r_apl_over_r_gen'], '>10.1f')} "
+              f"{f(r['largest_rto_estimate_s'], '>10.1f')} {f(r['rto_configured_s'], '>6')} "
+              f"{f(r['rto_measured_s'], '>11.2f')}")
+    print(f"physical limit: {out['physical_limit_joules']:.0f} J "
+          f"(saving {f(out['physical_limit_saving'], '.1%')}); run {out['duration_s']:.0f} s; "
+          f"TPC-C consistent on the primary: {out['tpcc_consistent_on_primary']}")
+
+
+if __name__ == "__main__":
+    main()
