@@ -17,9 +17,7 @@ use Time::HiRes qw(usleep);
 
 my $rto = 20;
 my $primary = new_primary('primary');
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '2', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 2);
 
 my $standby = new_standby(
 	$primary, 'standby', qq{

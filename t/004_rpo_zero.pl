@@ -22,9 +22,7 @@ foreach my $i (1 .. $iterations)
 	my $primary = new_primary("primary$i");
 	$primary->safe_psql('postgres',
 		'CREATE TABLE acked (id integer PRIMARY KEY, at timestamptz DEFAULT now())');
-	$primary->command_ok(
-		[ 'pgbench', '-i', '-s', '1', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-		"iteration $i: pgbench tables loaded");
+	init_pgbench($primary, 1);
 	my $standby = new_standby(
 		$primary, "standby$i", qq{
 greenreplica.mode = defer

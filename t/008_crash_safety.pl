@@ -14,9 +14,7 @@ use Test::More;
 
 my $primary = new_primary('primary');
 $primary->safe_psql('postgres', 'CREATE EXTENSION amcheck');
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '5', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 5);
 my $standby = new_standby(
 	$primary, 'standby', qq{
 greenreplica.mode = defer

@@ -19,9 +19,7 @@ my $log = "$PostgreSQL::Test::Utils::tmp_check/agent.log";
 my $agent = FakeAgent::start(socket => $socket, log => $log);
 
 my $primary = new_primary('primary');
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '2', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 2);
 my $standby = new_standby(
 	$primary, 'standby', qq{
 greenreplica.mode = defer

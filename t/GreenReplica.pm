@@ -27,6 +27,7 @@ our @EXPORT = qw(
   new_standby_on_volume
   pair_on_agent_volume
   check_promotion_in_phase
+  init_pgbench
 );
 
 # A primary with the library preloaded and the extension created.
@@ -40,6 +41,19 @@ sub new_primary
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION greenreplica');
 	return $node;
+}
+
+# pgbench's tables at scale $scale on $node (extra pgbench -i options in @extra).
+sub init_pgbench
+{
+	my ($node, $scale, @extra) = @_;
+	$node->command_ok(
+		[
+			'pgbench', '-i', '-s', $scale, '-q', @extra,
+			'-h', $node->host, '-p', $node->port, 'postgres'
+		],
+		'pgbench tables loaded');
+	return;
 }
 
 # A streaming standby of $primary, from a fresh base backup, with extra
@@ -233,12 +247,7 @@ sub pair_on_agent_volume
 	my $primary = new_primary("${prefix}_primary");
 	my $tablespace = PostgreSQL::Test::Utils::tempdir("${prefix}_ts");
 	$primary->safe_psql('postgres', "CREATE TABLESPACE data LOCATION '$tablespace'");
-	$primary->command_ok(
-		[
-			'pgbench', '-i', '-s', $scale, '-q', '--tablespace=data', '--index-tablespace=data',
-			'-h', $primary->host, '-p', $primary->port, 'postgres'
-		],
-		'pgbench tables loaded into a tablespace');
+	init_pgbench($primary, $scale, '--tablespace=data', '--index-tablespace=data');
 	my $standby = new_standby_on_volume(
 		$primary, "${prefix}_standby", $tablespace, $mount, qq{
 greenreplica.mode = defer
