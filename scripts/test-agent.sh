@@ -61,11 +61,13 @@ stop)
 		kill -KILL "$pid" 2>/dev/null || true
 		rm -f "$dir/agent.pid"
 	fi
-	# Whatever a crashed agent left behind.
-	awk -v d="$dir" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null || true; done
-	losetup -a 2>/dev/null | grep -F "$dir" | cut -d: -f1 |
-		while read -r l; do losetup -d "$l" 2>/dev/null || true; done
+	# Whatever a crashed agent left behind (finding nothing is the usual case).
+	for m in $(awk -v d="$dir" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
+		umount -l "$m" 2>/dev/null || true
+	done
+	for l in $(losetup -a 2>/dev/null | awk -F: -v d="$dir" 'index($0, d) { print $1 }'); do
+		losetup -d "$l" 2>/dev/null || true
+	done
 	;;
 *)
 	die "usage: test-agent.sh start|stop DIR"
