@@ -8,7 +8,7 @@
 # PGXS is included only when no project entry point was asked for: the
 # entry points call back into this Makefile for the PGXS steps.
 
-PROJECT_GOALS := check demo deps storage storage-check bench-agent-fio
+PROJECT_GOALS := check demo deps storage storage-check bench-agent-fio bench-paper
 
 ifneq ($(filter $(PROJECT_GOALS),$(MAKECMDGOALS)),)
 
@@ -37,6 +37,11 @@ demo:
 bench-agent-fio:
 	bash bench/agent-fio/run.sh
 
+# The paper-scale energy grid (hours); needs what "make demo" builds.
+bench-paper:
+	bash scripts/demo.sh --build-only
+	/usr/bin/python3 bench/energy/paper_grid.py
+
 else
 
 # Prefer the PostgreSQL 15 toolchain; PG_CONFIG=... overrides.
@@ -47,11 +52,14 @@ OBJS = \
 	src/greenreplica.o \
 	src/gr_agent.o \
 	src/gr_flush.o \
+	src/gr_fold.o \
 	src/gr_guc.o \
 	src/gr_plan.o \
+	src/gr_prefetch.o \
 	src/gr_redo.o \
 	src/gr_shmem.o \
 	src/gr_status.o \
+	src/gr_window.o \
 	src/gr_worker.o
 PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror

@@ -23,6 +23,7 @@ make -s PG_CONFIG="$PG_CONFIG" install
 
 say "building the storage agent"
 bash scripts/storage.sh build
+[ "${1:-}" = --build-only ] && exit 0
 
 say "energy benchmark, demo scale (about 8 minutes)"
 /usr/bin/python3 bench/energy/energy.py \

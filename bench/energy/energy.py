@@ -53,13 +53,14 @@ def as_user(cmd, **kw):
 class Agent:
     """The storage agent, started for this run with a template per power policy."""
 
-    def __init__(self, work, profile, members, idle_short):
+    def __init__(self, work, profile, members, idle_short, member_size):
         self.work = work / "agent"
         self.socket = self.work / "run" / "control.sock"
         self.bin = ROOT / "contrib-storage" / "target" / "release" / "greenreplica-storage"
         self.profile = profile
         self.members = members
         self.idle_short = idle_short
+        self.member_size = member_size
         self.proc = None
 
     def template(self, name, policy):
@@ -69,7 +70,7 @@ name = "{name}"
 layout = "raid10"
 members = {self.members}
 member_kind = "emulated-hdd"
-member_size = "1GiB"
+member_size = "{self.member_size}"
 profile = "{self.profile}"
 policy = "{policy}"
 """
@@ -273,6 +274,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="deskstar-t7k250")
     p.add_argument("--members", type=int, default=2, help="members per RAID10 volume (even)")
+    p.add_argument("--member-size", default="1GiB", help="size of each emulated drive's backing file")
     p.add_argument("--warehouses", type=int, default=1)
     p.add_argument("--duration", type=int, default=240, help="seconds of workload")
     p.add_argument("--rate", type=int, default=100, help="TPC-C transactions per second")
@@ -296,7 +298,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="greenreplica-energy."))
     os.chmod(work, 0o755)
     run(["chown", f"{USER}:", str(work)])
-    agent = Agent(work, args.profile, args.members, args.idle_short)
+    agent = Agent(work, args.profile, args.members, args.idle_short, args.member_size)
     nodes = []
     try:
         log(f"storage agent: {args.members}-member RAID10 volumes of {args.profile}")
