@@ -8,7 +8,7 @@ PG_CONFIG=$PG_BINDIR/pg_config
 GR_TEST_USER=${GR_TEST_USER:-grtest}
 
 # rustup installs cargo for root here; a login shell is not guaranteed.
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${HOME:-/root}/.cargo/bin:/root/.cargo/bin:$PATH"
 
 say() {
 	printf '\n==> %s\n' "$*"
