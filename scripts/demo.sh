@@ -28,5 +28,5 @@ bash scripts/storage.sh build
 say "energy benchmark, demo scale (about 8 minutes)"
 /usr/bin/python3 bench/energy/energy.py \
 	--profile deskstar-t7k250 --warehouses 1 --rate 100 \
-	--duration "${GR_DEMO_DURATION:-300}" --rto 60 --window 32MB \
+	--duration "${GR_DEMO_DURATION:-360}" --rto 60 --window 64MB \
 	--name latest
