@@ -52,11 +52,15 @@ OBJS = \
 	src/greenreplica.o \
 	src/gr_agent.o \
 	src/gr_flush.o \
+	src/gr_fold.o \
 	src/gr_guc.o \
+	src/gr_hint.o \
 	src/gr_plan.o \
+	src/gr_prefetch.o \
 	src/gr_redo.o \
 	src/gr_shmem.o \
 	src/gr_status.o \
+	src/gr_window.o \
 	src/gr_worker.o
 PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror

@@ -25,6 +25,26 @@ CREATE FUNCTION greenreplica_status(
     OUT last_batch_bytes bigint,
     OUT last_batch_records bigint,
     OUT last_batch_buffers_flushed bigint,
+    OUT last_batch_windows bigint,
+    OUT last_batch_decoded_records bigint,
+    OUT last_batch_block_refs bigint,
+    OUT last_batch_distinct_blocks bigint,
+    OUT last_batch_reads_needed bigint,
+    OUT last_batch_reads_avoided bigint,
+    OUT last_batch_fold_ratio float8,
+    OUT last_batch_prefetch_ios bigint,
+    OUT last_batch_prefetch_bytes bigint,
+    OUT last_batch_sequential_share float8,
+    OUT last_batch_decode_seconds float8,
+    OUT last_batch_bytes_per_block float8,
+    OUT last_batch_hint_extents bigint,
+    OUT total_block_refs bigint,
+    OUT total_distinct_blocks bigint,
+    OUT total_reads_avoided bigint,
+    OUT total_prefetch_ios bigint,
+    OUT total_prefetch_bytes bigint,
+    OUT window_splits bigint,
+    OUT prefetches_aborted bigint,
     OUT spin_cycles_today integer,
     OUT agent text,
     OUT agent_message text,
@@ -41,7 +61,7 @@ CREATE VIEW greenreplica_status AS
     SELECT * FROM greenreplica_status();
 
 COMMENT ON VIEW greenreplica_status IS
-    'greenreplica state of this server: role, replay mode, batch cycle, rates, RTO and the data volume';
+    'greenreplica state of this server: role, replay mode, batch cycle, rates, RTO, compaction and the data volume';
 
 -- The batch planner (Goda & Kitsuregawa): rates in bytes/s, times in s.
 CREATE FUNCTION greenreplica_plan(

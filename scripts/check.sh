@@ -15,10 +15,12 @@ ensure_test_user
 
 bash scripts/storage.sh check
 
-say "extension: unit tests of the pure planner"
+say "extension: unit tests of the pure planner and the window's block set"
 unit_dir=$(mktemp -d)
 cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_plan" test/unit/test_plan.c src/gr_plan.c -lm
 "$unit_dir/test_plan"
+cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_fold" test/unit/test_fold.c src/gr_fold.c
+"$unit_dir/test_fold"
 rm -rf "$unit_dir"
 
 say "extension: build and install"

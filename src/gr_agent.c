@@ -25,6 +25,7 @@
 #include "utils/numeric.h"
 
 #include "gr_agent.h"
+#include "gr_window.h"
 
 /* Seconds an agent may take to answer one request. */
 #define GR_AGENT_TIMEOUT_S	3
@@ -282,4 +283,29 @@ gr_agent_sleep(double expected_idle_s, bool *declined, char *err, size_t errlen)
 	v = gr_json_key(&jb->root, "declined");
 	*declined = (v != NULL && v->type == jbvBool && v->val.boolean);
 	return false;
+}
+
+bool
+gr_agent_hint(const GrExtent *extents, int count, int *recorded,
+			  char *err, size_t errlen)
+{
+	StringInfoData extra;
+	Jsonb	   *jb;
+	double		n;
+	int			i;
+
+	initStringInfo(&extra);
+	appendStringInfoString(&extra, "\"extents\":[");
+	for (i = 0; i < count; i++)
+		appendStringInfo(&extra, "%s[" UINT64_FORMAT "," UINT64_FORMAT "]",
+						 i > 0 ? "," : "", extents[i].offset, extents[i].length);
+	appendStringInfoChar(&extra, ']');
+	jb = gr_agent_call(gr_agent_request("hint", extra.data), err, errlen);
+	pfree(extra.data);
+	*recorded = 0;
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+	if (gr_json_number(&jb->root, "extents", &n))
+		*recorded = (int) n;
+	return true;
 }

@@ -27,6 +27,11 @@ extern bool gr_agent_wake(double *ready_in_s, char *err, size_t errlen);
 extern bool gr_agent_sleep(double expected_idle_s, bool *declined,
 						   char *err, size_t errlen);
 
+/* Volume extents the next window reads; *recorded is what the agent kept. */
+struct GrExtent;
+extern bool gr_agent_hint(const struct GrExtent *extents, int count, int *recorded,
+						  char *err, size_t errlen);
+
 /* True when an agent is configured (greenreplica.agent_socket). */
 extern bool gr_agent_configured(void);
 

@@ -30,6 +30,7 @@ int			gr_window_size_mb = 512;
 char	   *gr_agent_socket = NULL;
 char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
+int			gr_debug_prefetch_delay_ms = 0;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
@@ -142,6 +143,20 @@ gr_define_gucs(void)
 							0, GR_MAX_SPIN_CYCLES,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	/*
+	 * A developer option, hidden from SHOW ALL and pg_settings: makes every
+	 * prefetch take this long more, so that tests can act during PREFETCH.
+	 */
+	DefineCustomIntVariable("greenreplica.debug_prefetch_delay",
+							"Delays each prefetch by this long (for tests).",
+							NULL,
+							&gr_debug_prefetch_delay_ms,
+							0,
+							0, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("greenreplica");

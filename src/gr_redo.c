@@ -54,7 +54,18 @@ gr_redo(XLogReaderState *record)
 
 		/* After a promote request everything is replayed, at once. */
 		if (!PromoteIsTriggered())
+		{
+			Latch	   *latch;
+
 			SetRecoveryPause(true);
+
+			/* The scheduler need not wait for its next tick to go on. */
+			SpinLockAcquire(&gr_state->mutex);
+			latch = gr_state->worker_latch;
+			SpinLockRelease(&gr_state->mutex);
+			if (latch)
+				SetLatch(latch);
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ static const char *const gr_phase_names[GR_PHASE_COUNT] = {
 	[GR_PHASE_OFF] = "off",
 	[GR_PHASE_SLEEP] = "sleep",
 	[GR_PHASE_WAKE] = "wake",
+	[GR_PHASE_PREFETCH] = "prefetch",
 	[GR_PHASE_APPLY] = "apply",
 	[GR_PHASE_FLUSH] = "flush",
 	[GR_PHASE_CONTINUOUS] = "continuous",

@@ -48,6 +48,26 @@ enum
 	GR_STATUS_LAST_BATCH_BYTES,
 	GR_STATUS_LAST_BATCH_RECORDS,
 	GR_STATUS_LAST_BATCH_BUFFERS_FLUSHED,
+	GR_STATUS_LAST_BATCH_WINDOWS,
+	GR_STATUS_LAST_BATCH_DECODED_RECORDS,
+	GR_STATUS_LAST_BATCH_BLOCK_REFS,
+	GR_STATUS_LAST_BATCH_DISTINCT_BLOCKS,
+	GR_STATUS_LAST_BATCH_READS_NEEDED,
+	GR_STATUS_LAST_BATCH_READS_AVOIDED,
+	GR_STATUS_LAST_BATCH_FOLD_RATIO,
+	GR_STATUS_LAST_BATCH_PREFETCH_IOS,
+	GR_STATUS_LAST_BATCH_PREFETCH_BYTES,
+	GR_STATUS_LAST_BATCH_SEQUENTIAL_SHARE,
+	GR_STATUS_LAST_BATCH_DECODE_SECONDS,
+	GR_STATUS_LAST_BATCH_BYTES_PER_BLOCK,
+	GR_STATUS_LAST_BATCH_HINT_EXTENTS,
+	GR_STATUS_TOTAL_BLOCK_REFS,
+	GR_STATUS_TOTAL_DISTINCT_BLOCKS,
+	GR_STATUS_TOTAL_READS_AVOIDED,
+	GR_STATUS_TOTAL_PREFETCH_IOS,
+	GR_STATUS_TOTAL_PREFETCH_BYTES,
+	GR_STATUS_WINDOW_SPLITS,
+	GR_STATUS_PREFETCHES_ABORTED,
 	GR_STATUS_SPIN_CYCLES_TODAY,
 	GR_STATUS_AGENT,
 	GR_STATUS_AGENT_MESSAGE,
@@ -114,6 +134,26 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_LAST_BATCH_RECORDS] = Int64GetDatum((int64) s.last_batch_records);
 	values[GR_STATUS_LAST_BATCH_BUFFERS_FLUSHED] =
 		Int64GetDatum((int64) s.last_batch_buffers_flushed);
+	values[GR_STATUS_LAST_BATCH_WINDOWS] = Int64GetDatum((int64) s.last_batch_windows);
+	values[GR_STATUS_LAST_BATCH_DECODED_RECORDS] = Int64GetDatum((int64) s.last_batch_decoded_records);
+	values[GR_STATUS_LAST_BATCH_BLOCK_REFS] = Int64GetDatum((int64) s.last_batch_block_refs);
+	values[GR_STATUS_LAST_BATCH_DISTINCT_BLOCKS] = Int64GetDatum((int64) s.last_batch_distinct_blocks);
+	values[GR_STATUS_LAST_BATCH_READS_NEEDED] = Int64GetDatum((int64) s.last_batch_reads_needed);
+	values[GR_STATUS_LAST_BATCH_READS_AVOIDED] = Int64GetDatum((int64) s.last_batch_reads_avoided);
+	values[GR_STATUS_LAST_BATCH_FOLD_RATIO] = Float8GetDatum(s.last_batch_fold_ratio);
+	values[GR_STATUS_LAST_BATCH_PREFETCH_IOS] = Int64GetDatum((int64) s.last_batch_prefetch_ios);
+	values[GR_STATUS_LAST_BATCH_PREFETCH_BYTES] = Int64GetDatum((int64) s.last_batch_prefetch_bytes);
+	values[GR_STATUS_LAST_BATCH_SEQUENTIAL_SHARE] = Float8GetDatum(s.last_batch_sequential_share);
+	values[GR_STATUS_LAST_BATCH_DECODE_SECONDS] = Float8GetDatum(s.last_batch_decode_seconds);
+	values[GR_STATUS_LAST_BATCH_BYTES_PER_BLOCK] = Float8GetDatum(s.last_batch_bytes_per_block);
+	values[GR_STATUS_LAST_BATCH_HINT_EXTENTS] = Int64GetDatum((int64) s.last_batch_hint_extents);
+	values[GR_STATUS_TOTAL_BLOCK_REFS] = Int64GetDatum((int64) s.total_block_refs);
+	values[GR_STATUS_TOTAL_DISTINCT_BLOCKS] = Int64GetDatum((int64) s.total_distinct_blocks);
+	values[GR_STATUS_TOTAL_READS_AVOIDED] = Int64GetDatum((int64) s.total_reads_avoided);
+	values[GR_STATUS_TOTAL_PREFETCH_IOS] = Int64GetDatum((int64) s.total_prefetch_ios);
+	values[GR_STATUS_TOTAL_PREFETCH_BYTES] = Int64GetDatum((int64) s.total_prefetch_bytes);
+	values[GR_STATUS_WINDOW_SPLITS] = Int64GetDatum((int64) s.window_splits);
+	values[GR_STATUS_PREFETCHES_ABORTED] = Int64GetDatum((int64) s.prefetches_aborted);
 	values[GR_STATUS_SPIN_CYCLES_TODAY] = Int32GetDatum(s.spin_cycles_today);
 	values[GR_STATUS_AGENT] = CStringGetTextDatum(gr_agent_state_name(s.agent_state));
 	values[GR_STATUS_AGENT_MESSAGE] = CStringGetTextDatum(s.agent_message);
@@ -132,6 +172,8 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	}
 	else
 	{
+		bool		compacted = s.batches > 0 && s.last_batch_compacted;
+
 		nulls[GR_STATUS_R_GEN] = s.r_gen < 0;
 		nulls[GR_STATUS_NEXT_BATCH_AT] = s.next_batch_at == 0;
 		nulls[GR_STATUS_LAST_BATCH_START] = s.batches == 0;
@@ -139,6 +181,21 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_LAST_BATCH_BYTES] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_RECORDS] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_BUFFERS_FLUSHED] = s.batches == 0;
+
+		/* Compaction figures exist for batches run with mode = compact. */
+		nulls[GR_STATUS_LAST_BATCH_WINDOWS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_DECODED_RECORDS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_BLOCK_REFS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_DISTINCT_BLOCKS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_READS_NEEDED] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_READS_AVOIDED] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_FOLD_RATIO] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_PREFETCH_IOS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_PREFETCH_BYTES] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_SEQUENTIAL_SHARE] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_DECODE_SECONDS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_BYTES_PER_BLOCK] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_HINT_EXTENTS] = !compacted;
 		nulls[GR_STATUS_AGENT_MESSAGE] = s.agent_message[0] == '\0';
 		nulls[GR_STATUS_RTO_ESTIMATE_S] = !isfinite(s.rto_estimate_s);
 	}

@@ -3,14 +3,19 @@
  * gr_worker.c
  *	  The greenreplica scheduler: a background worker on the standby.
  *
- * It runs the batch cycle SLEEP -> WAKE -> APPLY -> FLUSH -> SLEEP:
+ * It runs the batch cycle SLEEP -> WAKE -> [PREFETCH] -> APPLY -> FLUSH -> SLEEP:
  *
  *	SLEEP	replay is paused; the walreceiver goes on receiving and flushing
  *			WAL, so the primary's synchronous commits are unaffected.  A batch
  *			starts when the backlog reaches what can still be applied within
  *			the RTO budget (gr_plan.c), or on greenreplica_batch_now().
- *	WAKE	the storage agent spins the data volume up.  (Compaction will
- *			decode and prefetch the window here, overlapping the spin-up.)
+ *	WAKE	the storage agent spins the data volume up.  With mode = compact
+ *			the window is decoded from pg_wal meanwhile (gr_window.c): its
+ *			block set, folded.
+ *	PREFETCH	(compact only) the window's blocks that need a read are read
+ *			into shared buffers in physical order (gr_prefetch.c).  When
+ *			they would not fit, the window was split: APPLY stops at the
+ *			split and the next window is decoded and prefetched right away.
  *	APPLY	replay resumes; the redo wrapper pauses it again right after the
  *			record that reaches the WAL received when the batch began.
  *	FLUSH	every dirty buffer is written in physical order (a restartpoint
@@ -56,6 +61,7 @@
 #include "greenreplica.h"
 #include "gr_agent.h"
 #include "gr_plan.h"
+#include "gr_window.h"
 
 /* How often the scheduler looks at replay, rates and promotion. */
 #define GR_TICK_MS				100L
@@ -90,6 +96,24 @@
 
 PGDLLEXPORT void gr_scheduler_main(Datum main_arg);
 
+/* Compaction figures of the current batch, summed over its windows. */
+typedef struct GrBatchCompaction
+{
+	uint64		windows;
+	uint64		records;
+	uint64		block_refs;
+	uint64		distinct_blocks;
+	uint64		reads_needed;
+	uint64		reads_avoided;
+	uint64		ios;
+	uint64		bytes;
+	uint64		blocks_read;
+	uint64		splits;
+	uint64		index_bytes;
+	uint64		hint_extents;	/* volume extents the agent recorded */
+	double		decode_seconds;
+} GrBatchCompaction;
+
 /* The scheduler's private state; what others may see goes to gr_state. */
 typedef struct GrScheduler
 {
@@ -114,9 +138,16 @@ typedef struct GrScheduler
 
 	/* the current batch */
 	TimestampTz batch_start;
+	XLogRecPtr	batch_end;		/* WAL received when the batch began */
+	bool		work_started;	/* apply_start and apply_from are set */
 	TimestampTz apply_start;
 	XLogRecPtr	apply_from;
-	XLogRecPtr	apply_to;
+	XLogRecPtr	apply_to;		/* where this window's APPLY stops */
+
+	/* compaction (mode = compact) */
+	bool		compacting;		/* this batch is compacted */
+	GrWindow	window;
+	GrBatchCompaction compaction;
 	uint64		records_at_apply;
 	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
 												 * restartpoint */
@@ -436,15 +467,26 @@ gr_take_batch_request(void)
 	return requested;
 }
 
+/* The batch's work starts: what its apply rate is measured from. */
 static void
-gr_start_apply(TimestampTz now)
+gr_begin_work(TimestampTz now)
+{
+	if (sched.work_started)
+		return;
+	sched.work_started = true;
+	sched.apply_start = now;
+	sched.apply_from = GetXLogReplayRecPtr(NULL);
+	sched.records_at_apply = pg_atomic_read_u64(&gr_state->records_replayed);
+}
+
+/* Resume replay up to the end of the current window, "to". */
+static void
+gr_start_apply(TimestampTz now, XLogRecPtr to)
 {
 	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
 
-	sched.apply_start = now;
-	sched.apply_from = replayed;
-	sched.apply_to = gr_received_lsn();
-	sched.records_at_apply = pg_atomic_read_u64(&gr_state->records_replayed);
+	gr_begin_work(now);
+	sched.apply_to = to;
 	gr_enter(GR_PHASE_APPLY);
 
 	if (sched.apply_to > replayed)
@@ -454,10 +496,127 @@ gr_start_apply(TimestampTz now)
 	}
 }
 
+/* Compaction work stops at once for a promotion or a shutdown. */
+static bool
+gr_work_must_stop(void)
+{
+	return ShutdownRequestPending || gr_promotion_requested();
+}
+
+/*
+ * Decode the next window of the batch, from the replay position to the
+ * batch end (or to a split, when its reads would not fit in memory).
+ */
+static void
+gr_decode_window(void)
+{
+	GrWindow   *w = &sched.window;
+	GrBatchCompaction *c = &sched.compaction;
+	GrFoldFigures f;
+
+	gr_window_decode(w, GetXLogReplayRecPtr(NULL), sched.batch_end,
+					 gr_window_max_reads(), gr_work_must_stop);
+	f = gr_fold_figures(&w->fold);
+	c->windows++;
+	c->records += w->records;
+	c->block_refs += f.block_refs;
+	c->distinct_blocks += f.distinct_blocks;
+	c->reads_needed += f.reads_needed;
+	c->reads_avoided += f.reads_avoided;
+	c->decode_seconds += w->decode_seconds;
+	c->index_bytes += f.index_bytes;
+	if (w->split)
+		c->splits++;
+	if (w->incomplete)
+		ereport(DEBUG1,
+				(errmsg_internal("greenreplica window decode stopped short: %s", w->message)));
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica window %X/%X..%X/%X%s: " UINT64_FORMAT " records, " UINT64_FORMAT " block references, " UINT64_FORMAT " distinct blocks, " UINT64_FORMAT " reads needed in %.3f s",
+							 LSN_FORMAT_ARGS(w->start), LSN_FORMAT_ARGS(w->apply_to),
+							 w->split ? " (split)" : "",
+							 w->records, f.block_refs, f.distinct_blocks,
+							 f.reads_needed, w->decode_seconds)));
+}
+
+/*
+ * Tell the agent which extents of the volume the window will read.  The
+ * hint is advisory: a refusal or a failure is logged and changes nothing.
+ */
+static void
+gr_hint_window(void)
+{
+	GrHintExtents hint;
+	char		err[GR_MESSAGE_LEN];
+	int			recorded;
+
+	if (sched.agent_state != GR_AGENT_CONNECTED)
+		return;
+	gr_window_hint_extents(&sched.window, &hint);
+	if (hint.count == 0)
+		return;
+	if (gr_agent_hint(hint.extents, hint.count, &recorded, err, sizeof(err)))
+		sched.compaction.hint_extents += recorded;
+	else
+		ereport(DEBUG1,
+				(errmsg_internal("greenreplica: storage agent did not take the hint of %d extents: %s",
+								 hint.count, err)));
+}
+
+/*
+ * PREFETCH the decoded window, then APPLY it.  A promotion request stops
+ * the prefetch at once and promotion takes over.
+ */
+static void
+gr_prefetch_and_apply(TimestampTz now)
+{
+	GrPrefetchResult r;
+
+	if (sched.window.aborted && gr_promotion_requested())
+	{
+		gr_begin_promotion(GetCurrentTimestamp());
+		return;
+	}
+
+	gr_begin_work(now);
+	gr_hint_window();
+	gr_enter(GR_PHASE_PREFETCH);
+	gr_prefetch_window(&sched.window, &r, gr_work_must_stop);
+	sched.compaction.ios += r.ios;
+	sched.compaction.bytes += r.bytes;
+	sched.compaction.blocks_read += r.blocks_read;
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica prefetch%s: " UINT64_FORMAT " blocks planned, " UINT64_FORMAT " read in " UINT64_FORMAT " I/Os, " UINT64_FORMAT " already cached, " UINT64_FORMAT " skipped, in %.3f s",
+							 r.aborted ? " (aborted)" : "", r.blocks_planned, r.blocks_read,
+							 r.ios, r.blocks_cached, r.blocks_skipped, r.seconds)));
+	if (r.aborted)
+	{
+		if (gr_promotion_requested())
+		{
+			SpinLockAcquire(&gr_state->mutex);
+			gr_state->prefetches_aborted++;
+			SpinLockRelease(&gr_state->mutex);
+			ereport(LOG,
+					(errmsg("greenreplica: prefetch stopped for promotion after " UINT64_FORMAT " of " UINT64_FORMAT " blocks",
+							r.blocks_read + r.blocks_cached + r.blocks_skipped,
+							r.blocks_planned)));
+			gr_begin_promotion(GetCurrentTimestamp());
+			return;
+		}
+	}
+	gr_start_apply(GetCurrentTimestamp(), sched.window.apply_to);
+}
+
 static void
 gr_start_batch(TimestampTz now)
 {
+	bool		waking = false;
+
 	sched.batch_start = now;
+	sched.batch_end = gr_received_lsn();
+	sched.work_started = false;
+	sched.compacting = gr_mode == GR_MODE_COMPACT;
+	memset(&sched.compaction, 0, sizeof(sched.compaction));
+
 	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
 	{
 		double		ready_in = 0;
@@ -472,9 +631,19 @@ gr_start_batch(TimestampTz now)
 		sched.volume_asleep = false;
 		sched.volume_ready_at = gr_after_seconds(now, ready_in);
 		gr_enter(GR_PHASE_WAKE);
-		return;
+		waking = true;
 	}
-	gr_start_apply(now);
+
+	/* Decoding reads only pg_wal: it overlaps the spin-up. */
+	if (sched.compacting)
+		gr_decode_window();
+
+	if (waking)
+		return;
+	if (sched.compacting)
+		gr_prefetch_and_apply(now);
+	else
+		gr_start_apply(now, sched.batch_end);
 }
 
 /* Decide whether the volume may sleep until the next batch, and ask. */
@@ -571,6 +740,34 @@ gr_flush_batch(TimestampTz now)
 	gr_state->last_batch_bytes = bytes;
 	gr_state->last_batch_records = records;
 	gr_state->last_batch_buffers_flushed = written;
+	gr_state->last_batch_compacted = sched.compacting;
+	if (sched.compacting)
+	{
+		GrBatchCompaction *c = &sched.compaction;
+
+		gr_state->last_batch_windows = c->windows;
+		gr_state->last_batch_decoded_records = c->records;
+		gr_state->last_batch_block_refs = c->block_refs;
+		gr_state->last_batch_distinct_blocks = c->distinct_blocks;
+		gr_state->last_batch_reads_needed = c->reads_needed;
+		gr_state->last_batch_reads_avoided = c->reads_avoided;
+		gr_state->last_batch_fold_ratio = c->distinct_blocks > 0 ?
+			(double) c->block_refs / (double) c->distinct_blocks : 0;
+		gr_state->last_batch_prefetch_ios = c->ios;
+		gr_state->last_batch_prefetch_bytes = c->bytes;
+		gr_state->last_batch_sequential_share = c->blocks_read > 0 ?
+			(double) (c->blocks_read - c->ios) / (double) c->blocks_read : 0;
+		gr_state->last_batch_decode_seconds = c->decode_seconds;
+		gr_state->last_batch_hint_extents = c->hint_extents;
+		gr_state->last_batch_bytes_per_block = c->distinct_blocks > 0 ?
+			(double) c->index_bytes / (double) c->distinct_blocks : 0;
+		gr_state->total_block_refs += c->block_refs;
+		gr_state->total_distinct_blocks += c->distinct_blocks;
+		gr_state->total_reads_avoided += c->reads_avoided;
+		gr_state->total_prefetch_ios += c->ios;
+		gr_state->total_prefetch_bytes += c->bytes;
+		gr_state->window_splits += c->splits;
+	}
 	SpinLockRelease(&gr_state->mutex);
 
 	ereport(DEBUG1,
@@ -654,20 +851,49 @@ gr_step(TimestampTz now)
 				sched.infeasible_logged = false;
 				break;
 			}
-			if (batch_requested || (double) gr_unapplied_bytes() >= sched.trigger_bytes)
+			/*
+			 * A batch with nothing to apply would only wake the volume: a
+			 * request then finds everything applied already.
+			 */
+			if (gr_unapplied_bytes() > 0 &&
+				(batch_requested ||
+				 (double) gr_unapplied_bytes() >= sched.trigger_bytes))
 				gr_start_batch(now);
 			break;
 
 		case GR_PHASE_WAKE:
 			if (now >= sched.volume_ready_at)
-				gr_start_apply(now);
+			{
+				if (sched.compacting)
+					gr_prefetch_and_apply(now);
+				else
+					gr_start_apply(now, sched.batch_end);
+			}
 			break;
 
 		case GR_PHASE_APPLY:
-			if (GetXLogReplayRecPtr(NULL) >= sched.apply_to)
+
+			/*
+			 * The redo wrapper sets our latch when the stop fires, a moment
+			 * before the startup process publishes the replay position.
+			 */
+			for (int i = 0; i < 50 && GetXLogReplayRecPtr(NULL) < sched.apply_to &&
+				 pg_atomic_read_u64(&gr_state->stop_lsn) == InvalidXLogRecPtr; i++)
+				pg_usleep(200L);
+			if (GetXLogReplayRecPtr(NULL) < sched.apply_to)
+				break;
+			if (sched.compacting && sched.window.split &&
+				sched.apply_to < sched.batch_end)
+			{
+				/* A window split for memory: the next one at once. */
+				gr_decode_window();
+				gr_prefetch_and_apply(now);
+			}
+			else
 				gr_flush_batch(now);
 			break;
 
+		case GR_PHASE_PREFETCH:
 		case GR_PHASE_FLUSH:
 		case GR_PHASE_PROMOTING:
 		case GR_PHASE_COUNT:
@@ -705,6 +931,7 @@ gr_scheduler_main(Datum main_arg)
 	sched.r_gen = -1;
 	sched.r_apl = GR_DEFAULT_R_APL;
 	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
+	gr_window_init(&sched.window, TopMemoryContext);
 
 	before_shmem_exit(gr_worker_detach, (Datum) 0);
 

@@ -7,8 +7,9 @@
  * (gr_shmem.c), the redo wrapper that stops replay at a window end
  * (gr_redo.c), the scheduler background worker (gr_worker.c), the batch
  * flush (gr_flush.c), the storage-agent client (gr_agent.c), the pure
- * planner (gr_plan.c) and the SQL API (gr_status.c).  This header holds
- * what they share.
+ * planner (gr_plan.c), eager compaction (gr_fold.c, pure; gr_window.c and
+ * gr_prefetch.c) and the SQL API (gr_status.c).  This header holds what
+ * they share.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +40,7 @@ typedef enum GrPhase
 	GR_PHASE_OFF,				/* mode = off: plain replay */
 	GR_PHASE_SLEEP,				/* replay paused, WAL accumulates */
 	GR_PHASE_WAKE,				/* waiting for the data volume to spin up */
+	GR_PHASE_PREFETCH,			/* compact: reading the window's blocks */
 	GR_PHASE_APPLY,				/* replaying the window */
 	GR_PHASE_FLUSH,				/* writing back and syncing the window */
 	GR_PHASE_CONTINUOUS,		/* no feasible plan: plain replay */
@@ -96,6 +98,32 @@ typedef struct GrSharedState
 	uint64		last_batch_records;
 	uint64		last_batch_buffers_flushed;
 
+	/* the last batch's compaction (mode = compact), summed over its windows */
+	bool		last_batch_compacted;
+	uint64		last_batch_windows; /* > 1 when split for memory */
+	uint64		last_batch_decoded_records;
+	uint64		last_batch_block_refs;
+	uint64		last_batch_distinct_blocks;
+	uint64		last_batch_reads_needed;
+	uint64		last_batch_reads_avoided;
+	double		last_batch_fold_ratio;
+	uint64		last_batch_prefetch_ios;
+	uint64		last_batch_prefetch_bytes;
+	double		last_batch_sequential_share;
+	double		last_batch_decode_seconds;
+	double		last_batch_bytes_per_block; /* block set memory per block */
+	uint64		last_batch_hint_extents;	/* volume extents hinted to the
+											 * agent */
+
+	/* compaction totals since the scheduler started */
+	uint64		total_block_refs;
+	uint64		total_distinct_blocks;
+	uint64		total_reads_avoided;
+	uint64		total_prefetch_ios;
+	uint64		total_prefetch_bytes;
+	uint64		window_splits;
+	uint64		prefetches_aborted;
+
 	/* the data volume */
 	int			spin_cycles_today;
 	GrAgentState agent_state;
@@ -115,6 +143,7 @@ extern int	gr_window_size_mb;
 extern char *gr_agent_socket;
 extern char *gr_agent_volume;
 extern int	gr_max_spin_cycles_per_day;
+extern int	gr_debug_prefetch_delay_ms;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);

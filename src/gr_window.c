@@ -1,0 +1,304 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_window.c
+ *	  Decode a window of received WAL into its block set.
+ *
+ * The window runs from the replay position to the WAL received when the
+ * batch began.  It is read from pg_wal (the log volume only) with the
+ * xlogreader, in the scheduler process.  read_local_xlog_page() is of no
+ * use here: in recovery it waits for the replay position, which is held at
+ * the window start.  The page_read callback below reads segment files with
+ * WALRead() and never reads past what the walreceiver has flushed.
+ *
+ * Every block reference of every record goes into the window's fold
+ * (gr_fold.c), keyed by (tablespace, database, relation, fork, block).  A
+ * reference that restores an applied full-page image or initializes the
+ * page (BKPBLOCK_WILL_INIT) needs no read when it is the block's first.
+ *
+ * Memory is bounded: when the blocks needing a read would exceed what
+ * shared buffers can hold without evicting prefetched pages before their
+ * use, the window is split at the end of the last record that fits, and
+ * APPLY stops there; the rest of the batch becomes the next window.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xlogreader.h"
+#include "access/xlogrecovery.h"
+#include "access/xlogutils.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "replication/walreceiver.h"
+#include "utils/memutils.h"
+
+#include "gr_window.h"
+
+/* Share of shared buffers the blocks of one window may take. */
+#define GR_WINDOW_BUFFER_SHARE	4
+
+/* Records decoded between two abort checks. */
+#define GR_WINDOW_CHECK_EVERY	1024
+
+/* Initial slots of the fold's hash table. */
+#define GR_WINDOW_INITIAL_BLOCKS	256
+
+typedef struct GrWindowReader
+{
+	TimeLineID	receive_tli;
+	TimeLineID	replay_tli;
+} GrWindowReader;
+
+/* The most blocks needing a read one window may hold. */
+uint64
+gr_window_max_reads(void)
+{
+	return Max(NBuffers / GR_WINDOW_BUFFER_SHARE, 16);
+}
+
+void
+gr_window_init(GrWindow *window, MemoryContext parent)
+{
+	memset(window, 0, sizeof(*window));
+	window->cxt = AllocSetContextCreate(parent, "greenreplica window",
+										ALLOCSET_DEFAULT_SIZES);
+}
+
+static void *
+gr_window_alloc(void *arg, size_t size)
+{
+	return MemoryContextAllocHuge((MemoryContext) arg, size);
+}
+
+static void
+gr_window_free(void *arg, void *ptr)
+{
+	pfree(ptr);
+}
+
+static bool
+gr_segment_exists(XLogSegNo segno, TimeLineID tli)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	XLogFilePath(path, tli, segno, wal_segment_size);
+	return stat(path, &st) == 0;
+}
+
+/*
+ * page_read callback: whole pages of received WAL, never past the
+ * walreceiver's flush position.  Returns -1 when the page is not there
+ * (yet); the decode then ends where it is.
+ */
+static int
+gr_window_page_read(XLogReaderState *state, XLogRecPtr targetPagePtr, int reqLen,
+					XLogRecPtr targetRecPtr, char *readBuf)
+{
+	GrWindowReader *priv = (GrWindowReader *) state->private_data;
+	TimeLineID	tli;
+	XLogRecPtr	flushed = GetWalRcvFlushRecPtr(NULL, &tli);
+	XLogSegNo	segno;
+	WALReadError errinfo;
+	int			count;
+
+	if (tli != 0)
+		priv->receive_tli = tli;
+
+	if (targetPagePtr + XLOG_BLCKSZ <= flushed)
+		count = XLOG_BLCKSZ;
+	else if (targetPagePtr + reqLen > flushed)
+		return -1;
+	else
+		count = flushed - targetPagePtr;
+
+	/*
+	 * wal_segment_open() fails hard on a missing file: look first.  After a
+	 * timeline switch the window's older part is on the replay timeline.
+	 */
+	XLByteToSeg(targetPagePtr, segno, wal_segment_size);
+	if (gr_segment_exists(segno, priv->receive_tli))
+		tli = priv->receive_tli;
+	else if (gr_segment_exists(segno, priv->replay_tli))
+		tli = priv->replay_tli;
+	else
+		return -1;
+
+	if (!WALRead(state, readBuf, targetPagePtr, count, tli, &errinfo))
+		return -1;
+	return count;
+}
+
+/*
+ * The window's blocks that need a read, in physical order (computed once
+ * per window, in its memory context).
+ */
+uint64
+gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads)
+{
+	if (window->reads == NULL)
+	{
+		window->reads = MemoryContextAllocHuge(window->cxt,
+											   sizeof(GrBlockKey) *
+											   Max(window->fold.reads_needed, 1));
+		window->nreads = gr_fold_collect_reads(&window->fold, window->reads);
+	}
+	*reads = window->reads;
+	return window->nreads;
+}
+
+/*
+ * Decode the window [start, end) into window->fold.  Records that start
+ * before end belong to the window (the redo wrapper stops after the record
+ * that reaches end).  max_reads bounds the blocks needing a read; abort_check
+ * is polled now and then.  Never fails the batch: when the WAL cannot be
+ * read the window is marked incomplete and holds what was decoded.
+ */
+void
+gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
+				 uint64 max_reads, GrAbortCheck abort_check)
+{
+	MemoryContext oldcontext;
+	GrWindowReader priv;
+	XLogReaderState *reader;
+	XLogRecPtr	last_end = start;
+	instr_time	started;
+	instr_time	took;
+
+	MemoryContextReset(window->cxt);
+	window->reads = NULL;
+	window->nreads = 0;
+	window->start = start;
+	window->end = end;
+	window->apply_to = end;
+	window->split = false;
+	window->aborted = false;
+	window->incomplete = false;
+	window->message[0] = '\0';
+	window->records = 0;
+	window->decoded_bytes = 0;
+	window->decode_seconds = 0;
+
+	INSTR_TIME_SET_CURRENT(started);
+	oldcontext = MemoryContextSwitchTo(window->cxt);
+
+	if (!gr_fold_init(&window->fold, GR_WINDOW_INITIAL_BLOCKS,
+					  gr_window_alloc, gr_window_free, window->cxt))
+		elog(ERROR, "could not allocate the window's block set");
+
+	if (end <= start)
+	{
+		MemoryContextSwitchTo(oldcontext);
+		return;
+	}
+
+	(void) GetXLogReplayRecPtr(&priv.replay_tli);
+	(void) GetWalRcvFlushRecPtr(NULL, &priv.receive_tli);
+	if (priv.receive_tli == 0)
+		priv.receive_tli = priv.replay_tli;
+
+	reader = XLogReaderAllocate(wal_segment_size, NULL,
+								XL_ROUTINE(.page_read = gr_window_page_read,
+										   .segment_open = wal_segment_open,
+										   .segment_close = wal_segment_close),
+								&priv);
+	if (reader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Failed while allocating a WAL reading processor.")));
+
+	XLogBeginRead(reader, start);
+	for (;;)
+	{
+		XLogRecord *record;
+		char	   *errormsg = NULL;
+		uint64		new_reads = 0;
+		int			block_id;
+
+		if (window->records % GR_WINDOW_CHECK_EVERY == 0 && abort_check())
+		{
+			window->aborted = true;
+			break;
+		}
+
+		record = XLogReadRecord(reader, &errormsg);
+		if (record == NULL)
+		{
+			/* The record after the window end is often not all there yet. */
+			if (last_end >= end)
+				break;
+			window->incomplete = true;
+			snprintf(window->message, sizeof(window->message),
+					 "WAL not decodable at %X/%X: %s",
+					 LSN_FORMAT_ARGS(reader->EndRecPtr),
+					 errormsg ? errormsg : "not received yet");
+			break;
+		}
+		if (reader->ReadRecPtr >= end)
+			break;
+
+		/* Would this record take the window over its memory bound? */
+		for (block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
+		{
+			RelFileNode rnode;
+			ForkNumber	fork;
+			BlockNumber blkno;
+			GrBlockKey	key;
+			DecodedBkpBlock *blk;
+
+			if (!XLogRecGetBlockTagExtended(reader, block_id, &rnode, &fork, &blkno, NULL))
+				continue;
+			blk = XLogRecGetBlock(reader, block_id);
+			key.spc = rnode.spcNode;
+			key.db = rnode.dbNode;
+			key.rel = rnode.relNode;
+			key.fork = fork;
+			key.block = blkno;
+			if (gr_fold_would_read(&window->fold, &key,
+								   blk->apply_image || (blk->flags & BKPBLOCK_WILL_INIT)))
+				new_reads++;
+		}
+		if (window->records > 0 && new_reads > 0 &&
+			window->fold.reads_needed + new_reads > max_reads)
+		{
+			window->split = true;
+			window->apply_to = last_end;
+			break;
+		}
+
+		for (block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
+		{
+			RelFileNode rnode;
+			ForkNumber	fork;
+			BlockNumber blkno;
+			GrBlockKey	key;
+			DecodedBkpBlock *blk;
+
+			if (!XLogRecGetBlockTagExtended(reader, block_id, &rnode, &fork, &blkno, NULL))
+				continue;
+			blk = XLogRecGetBlock(reader, block_id);
+			key.spc = rnode.spcNode;
+			key.db = rnode.dbNode;
+			key.rel = rnode.relNode;
+			key.fork = fork;
+			key.block = blkno;
+			if (!gr_fold_add(&window->fold, &key, reader->ReadRecPtr,
+							 blk->apply_image || (blk->flags & BKPBLOCK_WILL_INIT)))
+				elog(ERROR, "could not grow the window's block set");
+		}
+		window->records++;
+		last_end = reader->EndRecPtr;
+	}
+	window->decoded_bytes = last_end - start;
+	XLogReaderFree(reader);
+
+	MemoryContextSwitchTo(oldcontext);
+	INSTR_TIME_SET_CURRENT(took);
+	INSTR_TIME_SUBTRACT(took, started);
+	window->decode_seconds = INSTR_TIME_GET_DOUBLE(took);
+}

@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_window.h
+ *	  Eager compaction: decode a window of received WAL into its block set
+ *	  (gr_window.c) and prefetch the blocks that need a read (gr_prefetch.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GR_WINDOW_H
+#define GR_WINDOW_H
+
+#include "access/xlogdefs.h"
+#include "utils/palloc.h"
+
+#include "gr_fold.h"
+
+/* Returns true when the caller must stop at once (promotion, shutdown). */
+typedef bool (*GrAbortCheck) (void);
+
+typedef struct GrWindow
+{
+	MemoryContext cxt;			/* lives for the window; reset per window */
+	GrFold		fold;
+	XLogRecPtr	start;			/* replay position when decoded */
+	XLogRecPtr	end;			/* requested end: WAL received at batch start */
+	XLogRecPtr	apply_to;		/* where APPLY stops: end, or the split */
+	bool		split;			/* ended early: too many reads for memory */
+	bool		aborted;		/* decode stopped by the abort check */
+	bool		incomplete;		/* decode stopped short (message says why) */
+	char		message[128];
+	uint64		records;
+	uint64		decoded_bytes;
+	double		decode_seconds;
+
+	/* the blocks needing a read, sorted; see gr_window_sorted_reads() */
+	GrBlockKey *reads;
+	uint64		nreads;
+} GrWindow;
+
+/* Volume extents of a window, for the agent's "hint" op (gr_hint.c). */
+#define GR_HINT_MAX_EXTENTS		8192
+
+typedef struct GrExtent
+{
+	uint64		offset;
+	uint64		length;
+} GrExtent;
+
+typedef struct GrHintExtents
+{
+	GrExtent   *extents;
+	int			count;
+	int			files;			/* relation files mapped */
+	bool		truncated;		/* more than GR_HINT_MAX_EXTENTS */
+} GrHintExtents;
+
+typedef struct GrPrefetchResult
+{
+	uint64		blocks_planned; /* blocks needing a read, from the fold */
+	uint64		blocks_read;	/* read from the data volume */
+	uint64		blocks_cached;	/* already in shared buffers */
+	uint64		blocks_skipped; /* relation gone or block past its end */
+	uint64		ios;			/* merged contiguous reads */
+	uint64		bytes;
+	double		sequential_share;	/* blocks read after the first of a run */
+	double		seconds;
+	bool		aborted;
+} GrPrefetchResult;
+
+extern void gr_window_init(GrWindow *window, MemoryContext parent);
+extern void gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
+							 uint64 max_reads, GrAbortCheck abort_check);
+extern uint64 gr_window_max_reads(void);
+extern uint64 gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads);
+extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
+extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
+							   GrAbortCheck abort_check);
+
+#endif							/* GR_WINDOW_H */
