@@ -8,22 +8,9 @@
 #include <stdlib.h>
 
 #include "../../src/gr_fold.h"
+#include "unit.h"
 
-static int	passed;
-static int	failed;
 static size_t allocated;
-
-static void
-expect(int ok, const char *what)
-{
-	if (ok)
-		passed++;
-	else
-	{
-		failed++;
-		printf("FAILED: %s\n", what);
-	}
-}
 
 static void *
 test_alloc(void *arg, size_t size)
@@ -158,6 +145,5 @@ main(void)
 		expect(r.runs == 0 && r.sequential_share == 0.0, "no blocks, no runs");
 	}
 
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed == 0 ? 0 : 1;
+	return unit_report();
 }

@@ -1,26 +1,13 @@
 /*
  * Unit tests of the pure batch planner (src/gr_plan.c).
- * Built and run by "make unit-check"; prints "N passed, M failed".
+ * Built and run by scripts/check.sh; prints "N passed, M failed".
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "../../src/gr_plan.h"
+#include "unit.h"
 
-static int	passed;
-static int	failed;
-
-static void
-expect(int ok, const char *what)
-{
-	if (ok)
-		passed++;
-	else
-	{
-		failed++;
-		printf("FAILED: %s\n", what);
-	}
-}
 
 static int
 near(double got, double want, double rel)
@@ -93,6 +80,5 @@ main(void)
 	expect(near(gr_plan_smooth(0, 100, 10, 10), 100 * (1 - exp(-1)), 1e-12), "EWMA weight 1-exp(-dt/tau)");
 	expect(gr_plan_smooth(7, 100, 0, 10) == 7, "no time, no change");
 
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed == 0 ? 0 : 1;
+	return unit_report();
 }
