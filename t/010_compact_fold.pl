@@ -50,6 +50,13 @@ cmp_ok($before->{batches}, '>=', 2, 'replay ran in batches');
 cmp_ok($before->{total_distinct_blocks}, '<', $before->{total_block_refs},
 	'under load: fewer distinct blocks than block references');
 
+# Unthrottled pgbench can outrun the apply rate and turn replay continuous
+# (no batches, so no fold figures) until the WAL rate's average decays:
+# wait for batching to resume before the next step.
+ok( $standby->poll_query_until(
+		'postgres', "SELECT phase = 'sleep' FROM greenreplica_status"),
+	'the standby batches again after the load');
+
 # Windows that surely hold a checkpoint and the images after it: every
 # transaction updates the one page of pgbench_branches, and the first
 # change of each page after the checkpoint carries a full-page image.
