@@ -134,6 +134,32 @@ gr_window_page_read(XLogReaderState *state, XLogRecPtr targetPagePtr, int reqLen
 }
 
 /*
+ * The block a record's reference block_id names, as a block-set key, and
+ * whether that reference needs no read (an applied full-page image or a
+ * page init).  False for a reference without a block.
+ */
+static bool
+gr_window_block_ref(XLogReaderState *reader, int block_id, GrBlockKey *key,
+					bool *no_read)
+{
+	RelFileNode rnode;
+	ForkNumber	fork;
+	BlockNumber blkno;
+	DecodedBkpBlock *blk;
+
+	if (!XLogRecGetBlockTagExtended(reader, block_id, &rnode, &fork, &blkno, NULL))
+		return false;
+	blk = XLogRecGetBlock(reader, block_id);
+	key->spc = rnode.spcNode;
+	key->db = rnode.dbNode;
+	key->rel = rnode.relNode;
+	key->fork = fork;
+	key->block = blkno;
+	*no_read = blk->apply_image || (blk->flags & BKPBLOCK_WILL_INIT);
+	return true;
+}
+
+/*
  * The window's blocks that need a read, in physical order (computed once
  * per window, in its memory context).
  */
@@ -245,22 +271,11 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 		/* Would this record take the window over its memory bound? */
 		for (block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
 		{
-			RelFileNode rnode;
-			ForkNumber	fork;
-			BlockNumber blkno;
 			GrBlockKey	key;
-			DecodedBkpBlock *blk;
+			bool		no_read;
 
-			if (!XLogRecGetBlockTagExtended(reader, block_id, &rnode, &fork, &blkno, NULL))
-				continue;
-			blk = XLogRecGetBlock(reader, block_id);
-			key.spc = rnode.spcNode;
-			key.db = rnode.dbNode;
-			key.rel = rnode.relNode;
-			key.fork = fork;
-			key.block = blkno;
-			if (gr_fold_would_read(&window->fold, &key,
-								   blk->apply_image || (blk->flags & BKPBLOCK_WILL_INIT)))
+			if (gr_window_block_ref(reader, block_id, &key, &no_read) &&
+				gr_fold_would_read(&window->fold, &key, no_read))
 				new_reads++;
 		}
 		if (window->records > 0 && new_reads > 0 &&
@@ -273,22 +288,11 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 
 		for (block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
 		{
-			RelFileNode rnode;
-			ForkNumber	fork;
-			BlockNumber blkno;
 			GrBlockKey	key;
-			DecodedBkpBlock *blk;
+			bool		no_read;
 
-			if (!XLogRecGetBlockTagExtended(reader, block_id, &rnode, &fork, &blkno, NULL))
-				continue;
-			blk = XLogRecGetBlock(reader, block_id);
-			key.spc = rnode.spcNode;
-			key.db = rnode.dbNode;
-			key.rel = rnode.relNode;
-			key.fork = fork;
-			key.block = blkno;
-			if (!gr_fold_add(&window->fold, &key, reader->ReadRecPtr,
-							 blk->apply_image || (blk->flags & BKPBLOCK_WILL_INIT)))
+			if (gr_window_block_ref(reader, block_id, &key, &no_read) &&
+				!gr_fold_add(&window->fold, &key, reader->ReadRecPtr, no_read))
 				elog(ERROR, "could not grow the window's block set");
 		}
 		window->records++;
