@@ -19,13 +19,13 @@ my $standby = new_standby(
 	$primary, 'standby', qq{
 greenreplica.mode = defer
 greenreplica.rto = 10s
-greenreplica.window_size = 48MB
+greenreplica.window_size = 16MB
 shared_buffers = 256MB
 });
 
 foreach my $phase ('apply', 'flush')
 {
-	my $load = start_pgbench($primary, 120);
+	my $load = start_pgbench($primary, 120, '--rate=400');
 	ok(wait_for_phase($standby, $phase, 90), "the scheduler entered $phase under load");
 	$standby->stop('immediate');
 	$load->kill_kill;
