@@ -53,8 +53,14 @@ impl ServiceModel {
         }
     }
 
+    /// Seek time between two byte offsets. A target on the head's own track needs no seek,
+    /// only rotation: charging a track-to-track seek there would make sorted write-back of
+    /// nearby blocks cost as much as random I/O.
     pub fn seek_time(&self, from: u64, to: u64) -> Seconds {
         if from == to || self.seek_span_s == 0.0 && self.track_to_track_s == 0.0 {
+            return 0.0;
+        }
+        if (from.abs_diff(to) as f64) < self.track_bytes {
             return 0.0;
         }
         let distance = (from.abs_diff(to) as f64 / self.capacity).min(1.0);
@@ -108,6 +114,18 @@ mod tests {
         m.service(IoKind::Read, 1 << 30, 4096, 0.0);
         let t = m.service(IoKind::Read, (1 << 30) + 4096, 65536, 1.0);
         assert!((t - 65536.0 / 55e6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_target_on_the_same_track_needs_rotation_only() {
+        let mut m = model("deskstar-t7k250");
+        assert_eq!(m.seek_time(1 << 30, (1 << 30) + 65536), 0.0);
+        assert!(m.seek_time(1 << 30, 2 << 30) > 0.0);
+        // 64 KiB further on the same track: the wait is the platter's turn over the gap,
+        // well under half a revolution.
+        let end = m.service(IoKind::Write, 1 << 30, 8192, 0.0);
+        let t = m.service(IoKind::Write, (1 << 30) + 8192 + 65536, 8192, end);
+        assert!(t < 0.5 * 60.0 / 7200.0, "took {t}");
     }
 
     #[test]
