@@ -779,6 +779,34 @@ gr_flush_batch(TimestampTz now)
 	gr_enter_sleep();
 }
 
+/*
+ * Entering batching from free replay (start-up, a feasible plan again, the
+ * agent back): write back what free replay left dirty, so that the volume can
+ * sleep until the first batch instead of idling, spun up, until then.
+ */
+static void
+gr_settle_volume(TimestampTz now)
+{
+	int			written;
+
+	/* Let the pause take effect, so that little is dirtied after the flush. */
+	for (int i = 0; i < 100 && GetRecoveryPauseState() != RECOVERY_PAUSED; i++)
+	{
+		if (gr_promotion_requested())
+			return;
+		pg_usleep(10000L);
+	}
+
+	gr_enter(GR_PHASE_FLUSH);
+	written = gr_flush_dirty_buffers_sorted();
+	gr_sync_data_filesystems();
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica: %d buffers written before the first batch", written)));
+
+	gr_put_volume_to_sleep(GetCurrentTimestamp());
+	gr_enter(GR_PHASE_SLEEP);
+}
+
 /* One step of the batch cycle. */
 static void
 gr_step(TimestampTz now)
@@ -840,6 +868,7 @@ gr_step(TimestampTz now)
 				sched.infeasible_logged = false;
 				gr_set_note("waiting for the next batch");
 				gr_enter_sleep();
+				gr_settle_volume(now);
 			}
 			break;
 

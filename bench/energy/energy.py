@@ -250,6 +250,7 @@ def delta(after, before):
             "energy_joules": a["energy_joules"] - b["energy_joules"],
             "spin_downs": a["spin_downs"] - b["spin_downs"],
             "spin_ups": a["spin_ups"] - b["spin_ups"],
+            **{k: a.get(k, 0) - b.get(k, 0) for k in ("reads", "writes", "bytes_read", "bytes_written")},
             "state_seconds": {k: a["state_seconds"][k] - b["state_seconds"].get(k, 0)
                               for k in a["state_seconds"]},
         })
