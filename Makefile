@@ -40,7 +40,7 @@ bench-agent-fio:
 # The paper-scale energy grid (hours); needs what "make demo" builds.
 bench-paper:
 	bash scripts/demo.sh --build-only
-	/usr/bin/python3 bench/energy/paper_grid.py
+	/usr/bin/python3 bench/energy/paper_grid.py $(PAPER_ARGS)
 
 else
 

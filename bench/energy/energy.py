@@ -384,7 +384,10 @@ primary_conninfo = 'host={work} port={primary.port} application_name={config}'
                 "members": d["members"],
                 "avg_power_per_member_w": d["energy_joules"] / elapsed / len(d["members"]),
                 "spin_cycles": d["members"][0]["spin_downs"],
-                "spin_cycles_per_day": d["members"][0]["spin_downs"] * 86400.0 / elapsed,
+                # A start/stop cycle completes with its spin-up; counting spin-downs would
+                # also count the spin-down on entering batching, which has no counterpart
+                # in a day of steady state.
+                "spin_cycles_per_day": d["members"][0]["spin_ups"] * 86400.0 / elapsed,
                 "r_gen": status.get("r_gen"),
                 "r_apl": status.get("r_apl") if config not in STOCK else None,
                 "r_apl_measured": status.get("r_apl_measured") if config not in STOCK else None,

@@ -4,8 +4,12 @@ profile, each cell a run of bench/energy/energy.py with the stock always-on stan
 greenreplica standbys.  Long: hours per profile.  Results: bench/results/paper-*.json, and
 bench/results/paper-grid.json summarising every cell.
 
-Usage: paper_grid.py [--duration S] [--warehouses W] [--profiles a,b] [--rtos 30,100,300]
-                     [--windows 32MB,128MB,512MB]
+Usage: paper_grid.py [--duration S] [--warehouses W] [--rate TPS] [--member-size SIZE]
+                     [--profiles a,b] [--rtos 30,100,300] [--windows 32MB,128MB,512MB]
+                     [--checkpoint-timeout 5min] [--summary paper-grid]
+
+A single cell, or a reduced grid for a shorter session, is the same command with fewer
+values, e.g. --profiles ultrastar-36z15 --rtos 100 --windows 128MB --duration 1200.
 """
 import argparse
 import json
@@ -25,6 +29,9 @@ def main():
     p.add_argument("--profiles", default="ultrastar-36z15,deskstar-t7k250")
     p.add_argument("--rtos", default="30,100,300")
     p.add_argument("--windows", default="32MB,128MB,512MB")
+    p.add_argument("--member-size", default="8GiB")
+    p.add_argument("--checkpoint-timeout", default="5min")
+    p.add_argument("--summary", default="paper-grid", help="stem of the summary JSON")
     args = p.parse_args()
 
     grid = []
@@ -33,9 +40,9 @@ def main():
             for window in args.windows.split(","):
                 name = f"paper-{profile}-rto{rto}-{window}"
                 cmd = [sys.executable, str(HERE / "energy.py"), "--profile", profile,
-                       "--warehouses", str(args.warehouses), "--member-size", "8GiB",
+                       "--warehouses", str(args.warehouses), "--member-size", args.member_size,
                        "--duration", str(args.duration), "--rate", str(args.rate),
-                       "--rto", rto, "--window", window, "--checkpoint-timeout", "5min",
+                       "--rto", rto, "--window", window, "--checkpoint-timeout", args.checkpoint_timeout,
                        "--configs", "always_on,defer,compact", "--name", name]
                 print("paper grid:", " ".join(cmd), flush=True)
                 cell = {"profile": profile, "rto_s": int(rto), "window": window, "result": f"{name}.json"}
@@ -49,7 +56,7 @@ def main():
                 else:
                     cell["error"] = "run failed"
                 grid.append(cell)
-                (RESULTS / "paper-grid.json").write_text(json.dumps(grid, indent=2))
+                (RESULTS / f"{args.summary}.json").write_text(json.dumps(grid, indent=2))
 
 
 if __name__ == "__main__":
