@@ -24,6 +24,7 @@ our @EXPORT = qw(
   wait_for_phase
   agent_volume
   remove_agent_volume
+  agent_request
   new_standby_on_volume
   pair_on_agent_volume
   check_promotion_in_phase
