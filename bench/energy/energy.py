@@ -21,6 +21,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -301,6 +302,8 @@ def main():
     run(["chown", f"{USER}:", str(work)])
     agent = Agent(work, args.profile, args.members, args.idle_short, args.member_size)
     nodes = []
+    # A SIGTERM (a killed run) still stops the clusters and the agent and removes the volumes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         log(f"storage agent: {args.members}-member RAID10 volumes of {args.profile}")
         agent.start()
@@ -330,12 +333,16 @@ checkpoint_timeout = {args.checkpoint_timeout}
             template = "cooperative" if config in ("defer", "compact") else config
             vts = agent.create_volume(config, template)
             node = Node(work, config, 56101 + i)
+            # A slot per standby: the next standby's base backup checkpoints the primary,
+            # which could otherwise remove WAL a standby that is still starting needs.
             as_user(["pg_basebackup", "-h", str(work), "-p", str(primary.port), "-D", str(node.data),
-                     "-X", "stream", "--checkpoint=fast", "--no-sync", "-T", f"{ts}={vts}"],
+                     "-X", "stream", "--checkpoint=fast", "--no-sync", "-T", f"{ts}={vts}",
+                     "-C", "-S", config],
                     capture_output=True)
             node.conf(f"""
 port = {node.port}
 primary_conninfo = 'host={work} port={primary.port} application_name={config}'
+primary_slot_name = '{config}'
 {standby_conf(config, args, agent)}""")
             as_user(["touch", str(node.data / "standby.signal")])
             node.start()
@@ -345,7 +352,11 @@ primary_conninfo = 'host={work} port={primary.port} application_name={config}'
 
         lsn = primary.psql("SELECT pg_current_wal_lsn()")
         for config, node in standbys.items():
+            deadline = time.time() + 300
             while node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'") != "t":
+                if time.time() > deadline:
+                    raise RuntimeError(f"standby {config} did not receive the primary's WAL up to {lsn} "
+                                       f"within 300 s; see {node.work / (config + '.log')}")
                 time.sleep(0.2)
 
         before = {c: ledger(v) for c, v in agent.volumes().items() if c in standbys}
