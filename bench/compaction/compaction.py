@@ -106,10 +106,12 @@ checkpoint_timeout = 30min
             vts = agent.create_volume(mode, "always_on")
             node = Node(work, mode, port + 1 + i)
             as_user(["pg_basebackup", "-h", str(work), "-p", str(port), "-D", str(node.data), "-X", "stream",
-                     "--checkpoint=fast", "--no-sync", "-T", f"{pts}={vts}"], capture_output=True)
+                     "--checkpoint=fast", "--no-sync", "-T", f"{pts}={vts}", "-C", "-S", mode],
+                    capture_output=True)
             node.conf(f"""
 port = {node.port}
 primary_conninfo = 'host={work} port={port} application_name={mode}'
+primary_slot_name = '{mode}'
 shared_buffers = {args.shared_buffers}
 greenreplica.mode = off
 greenreplica.rto = 604800s
