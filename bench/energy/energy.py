@@ -185,9 +185,11 @@ class Node:
 
 
 def standby_conf(config, args, volume):
+    # Every standby, stock or not, gets the same buffer pool.
+    common = f"shared_buffers = {args.shared_buffers}\n"
     if config in STOCK:
-        return "greenreplica.mode = off\n"
-    return f"""greenreplica.mode = {config}
+        return common + "greenreplica.mode = off\n"
+    return common + f"""greenreplica.mode = {config}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
 greenreplica.agent_socket = '{volume.socket}'
@@ -286,6 +288,8 @@ def main():
     p.add_argument("--idle-short", type=int, default=10, help="the tuned idle timeout, s")
     p.add_argument("--checkpoint-timeout", default="2min",
                    help="the primary's checkpoint_timeout: stock standbys write back at each restartpoint")
+    p.add_argument("--shared-buffers", default="128MB",
+                   help="every standby's shared_buffers; a window's distinct blocks should fit")
     p.add_argument("--configs", default=",".join(ALL_CONFIGS))
     p.add_argument("--results", default=str(ROOT / "bench" / "results"))
     p.add_argument("--name", default="latest", help="results file stem")

@@ -30,6 +30,7 @@ def main():
     p.add_argument("--rtos", default="30,100,300")
     p.add_argument("--windows", default="32MB,128MB,512MB")
     p.add_argument("--member-size", default="8GiB")
+    p.add_argument("--shared-buffers", default="1GB", help="every standby's shared_buffers")
     p.add_argument("--checkpoint-timeout", default="5min")
     p.add_argument("--summary", default="paper-grid", help="stem of the summary JSON")
     args = p.parse_args()
@@ -43,6 +44,7 @@ def main():
                        "--warehouses", str(args.warehouses), "--member-size", args.member_size,
                        "--duration", str(args.duration), "--rate", str(args.rate),
                        "--rto", rto, "--window", window, "--checkpoint-timeout", args.checkpoint_timeout,
+                       "--shared-buffers", args.shared_buffers,
                        "--configs", "always_on,defer,compact", "--name", name]
                 print("paper grid:", " ".join(cmd), flush=True)
                 cell = {"profile": profile, "rto_s": int(rto), "window": window, "result": f"{name}.json"}
