@@ -26,9 +26,19 @@ for ax, config in zip(axes, configs):
     rows = [s for s in data["samples"][config] if "members" in s]
     n = max((len(s["members"]) for s in rows), default=0)
     for m in range(n):
-        for a, b in zip(rows, rows[1:]):
+        # Merge consecutive samples in the same state: one bar per run, one call per state
+        # (an hour's samples as single bars take minutes to draw).
+        spans = {}
+        start = None
+        for a, b in zip(rows, rows[1:] + [None]):
             state = a["members"][m]
-            ax.broken_barh([(a["t"], b["t"] - a["t"])], (m - 0.4, 0.8), color=COLORS.get(state, "grey"))
+            start = a["t"] if start is None else start
+            if b is None or b["members"][m] != state:
+                end = a["t"] if b is None else b["t"]
+                spans.setdefault(state, []).append((start, end - start))
+                start = None
+        for state, bars in spans.items():
+            ax.broken_barh(bars, (m - 0.4, 0.8), color=COLORS.get(state, "grey"))
     ax.set_yticks(range(n))
     ax.set_yticklabels([f"m{m}" for m in range(n)])
     r = data["configurations"][config]
