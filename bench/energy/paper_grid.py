@@ -33,13 +33,14 @@ def main():
     p.add_argument("--shared-buffers", default="1GB", help="every standby's shared_buffers")
     p.add_argument("--checkpoint-timeout", default="5min")
     p.add_argument("--summary", default="paper-grid", help="stem of the summary JSON")
+    p.add_argument("--tag", default="", help="suffix of each cell's result name, e.g. -sb1GB")
     args = p.parse_args()
 
     grid = []
     for profile in args.profiles.split(","):
         for rto in args.rtos.split(","):
             for window in args.windows.split(","):
-                name = f"paper-{profile}-rto{rto}-{window}"
+                name = f"paper-{profile}-rto{rto}-{window}{args.tag}"
                 cmd = [sys.executable, str(HERE / "energy.py"), "--profile", profile,
                        "--warehouses", str(args.warehouses), "--member-size", args.member_size,
                        "--duration", str(args.duration), "--rate", str(args.rate),
