@@ -448,7 +448,11 @@ primary_slot_name = '{config}'
         res = Path(args.results)
         res.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-        for path in (res / f"{args.name}.json", res / f"energy-{stamp}.json"):
+        # The dated copy keeps a history of "latest" runs; named runs are their own record.
+        paths = [res / f"{args.name}.json"]
+        if args.name == "latest":
+            paths.append(res / f"energy-{stamp}.json")
+        for path in paths:
             path.write_text(json.dumps(out, indent=2))
         log(f"results: {res / (args.name + '.json')}")
         subprocess.run(["/usr/bin/python3", str(Path(__file__).with_name("plot.py")),
