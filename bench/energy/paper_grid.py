@@ -33,7 +33,7 @@ def main():
     p.add_argument("--shared-buffers", default="1GB", help="every standby's shared_buffers")
     p.add_argument("--checkpoint-timeout", default="5min")
     p.add_argument("--summary", default="paper-grid", help="stem of the summary JSON")
-    p.add_argument("--tag", default="", help="suffix of each cell's result name, e.g. -sb1GB")
+    p.add_argument("--tag", default="", help="suffix of each cell's result name, e.g. --tag=-sb1GB")
     args = p.parse_args()
 
     grid = []
