@@ -28,37 +28,28 @@
 #include "utils/memutils.h"
 
 #include "greenreplica.h"
+#include "gr_fold.h"
 
 typedef struct GrDirtyBuffer
 {
+	GrBlockKey	key;			/* the tag in the fold's physical order */
 	BufferTag	tag;
 	int			buf_id;
 } GrDirtyBuffer;
 
+/* The same physical order as the window's block sets (gr_fold.c). */
 static int
 gr_dirty_buffer_cmp(const void *a, const void *b)
 {
-	const BufferTag *ta = &((const GrDirtyBuffer *) a)->tag;
-	const BufferTag *tb = &((const GrDirtyBuffer *) b)->tag;
-
-	if (ta->rnode.spcNode != tb->rnode.spcNode)
-		return ta->rnode.spcNode < tb->rnode.spcNode ? -1 : 1;
-	if (ta->rnode.dbNode != tb->rnode.dbNode)
-		return ta->rnode.dbNode < tb->rnode.dbNode ? -1 : 1;
-	if (ta->rnode.relNode != tb->rnode.relNode)
-		return ta->rnode.relNode < tb->rnode.relNode ? -1 : 1;
-	if (ta->forkNum != tb->forkNum)
-		return ta->forkNum < tb->forkNum ? -1 : 1;
-	if (ta->blockNum != tb->blockNum)
-		return ta->blockNum < tb->blockNum ? -1 : 1;
-	return 0;
+	return gr_block_key_cmp(&((const GrDirtyBuffer *) a)->key,
+							&((const GrDirtyBuffer *) b)->key);
 }
 
 /*
  * Write every dirty buffer in physical order; returns how many were
  * written.  The caller provides a resource owner for the pins.
  */
-int
+static int
 gr_flush_dirty_buffers_sorted(void)
 {
 	GrDirtyBuffer *dirty;
@@ -87,6 +78,11 @@ gr_flush_dirty_buffers_sorted(void)
 				dirty = repalloc_huge(dirty, capacity * sizeof(GrDirtyBuffer));
 			}
 			dirty[ndirty].tag = desc->tag;
+			dirty[ndirty].key.spc = desc->tag.rnode.spcNode;
+			dirty[ndirty].key.db = desc->tag.rnode.dbNode;
+			dirty[ndirty].key.rel = desc->tag.rnode.relNode;
+			dirty[ndirty].key.fork = desc->tag.forkNum;
+			dirty[ndirty].key.block = desc->tag.blockNum;
 			dirty[ndirty].buf_id = i;
 			ndirty++;
 		}
@@ -152,7 +148,7 @@ gr_sync_filesystem_of(const char *path, dev_t *synced, int *nsynced, int max)
  * Make the data durable on every filesystem that holds relations: the one
  * under base/ and those of the tablespaces, each synced once.
  */
-void
+static void
 gr_sync_data_filesystems(void)
 {
 	dev_t		synced[64];
@@ -172,4 +168,18 @@ gr_sync_data_filesystems(void)
 		gr_sync_filesystem_of(path, synced, &nsynced, lengthof(synced));
 	}
 	FreeDir(dir);
+}
+
+/*
+ * Write back everything the buffer pool holds dirty, in physical order, and
+ * make it durable, so that nothing is left for the background writer or the
+ * kernel to write while the volume sleeps.  Returns the buffers written.
+ */
+int
+gr_write_back(void)
+{
+	int			written = gr_flush_dirty_buffers_sorted();
+
+	gr_sync_data_filesystems();
+	return written;
 }

@@ -719,8 +719,7 @@ gr_flush_batch(TimestampTz now)
 		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
 		sched.restartpoint_checkpoint = checkpoint_end;
 	}
-	written = gr_flush_dirty_buffers_sorted();
-	gr_sync_data_filesystems();
+	written = gr_write_back();
 
 	done = GetCurrentTimestamp();
 	seconds = gr_seconds_between(sched.apply_start, done);
@@ -798,8 +797,7 @@ gr_settle_volume(TimestampTz now)
 	}
 
 	gr_enter(GR_PHASE_FLUSH);
-	written = gr_flush_dirty_buffers_sorted();
-	gr_sync_data_filesystems();
+	written = gr_write_back();
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica: %d buffers written before the first batch", written)));
 

@@ -164,7 +164,6 @@ extern void gr_install_redo_wrapper(void);
 extern void gr_register_worker(void);
 
 /* Batch flush (gr_flush.c) */
-extern int	gr_flush_dirty_buffers_sorted(void);
-extern void gr_sync_data_filesystems(void);
+extern int	gr_write_back(void);
 
 #endif							/* GREENREPLICA_H */

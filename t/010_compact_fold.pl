@@ -16,9 +16,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 my $primary = new_primary('primary');
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '2', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 2);
 
 my $standby = new_standby(
 	$primary, 'standby', q{

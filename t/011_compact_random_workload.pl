@@ -23,9 +23,7 @@ my $primary = new_primary('primary', init => { extra => ['--data-checksums'] });
 is($primary->safe_psql('postgres', 'SHOW data_checksums'), 'on', 'data checksums are on');
 # In template1 too, so that every database pg_amcheck visits has it.
 $primary->safe_psql($_, 'CREATE EXTENSION amcheck') foreach qw(template1 postgres);
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '2', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 2);
 
 # A small buffer pool makes windows split for memory, too.
 my $standby = new_standby(

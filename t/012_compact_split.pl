@@ -14,9 +14,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $primary = new_primary('primary');
-$primary->command_ok(
-	[ 'pgbench', '-i', '-s', '3', '-q', '-h', $primary->host, '-p', $primary->port, 'postgres' ],
-	'pgbench tables loaded');
+init_pgbench($primary, 3);
 
 # 1MB of shared buffers: 128 buffers, so a window may hold 32 reads.
 my $standby = new_standby(

@@ -422,16 +422,16 @@ primary_slot_name = '{config}'
 
         # The physical limit: every member in standby except the least active time any
         # configuration needed for the same I/O, with no transition costs.
+        first = next(iter(results.values()))
+        prof = first["profile"]
         limit = 0.0
-        n_members = len(next(iter(results.values()))["members"])
-        for m in range(n_members):
+        for m in range(len(first["members"])):
             active = min(r["members"][m]["state_seconds"].get("active", 0) for r in results.values())
-            prof = next(iter(results.values()))["profile"]
             limit += prof["active_w"] * active + prof["standby_w"] * (elapsed - active)
         base = results.get("always_on", {}).get("energy_joules")
+        limit_saving = (1 - limit / base) if base else None
         for r in results.values():
             r["saving_vs_always_on"] = (1 - r["energy_joules"] / base) if base else None
-            limit_saving = (1 - limit / base) if base else None
             r["saving_share_of_limit"] = (r["saving_vs_always_on"] / limit_saving) if limit_saving else None
 
         out = {
@@ -440,7 +440,7 @@ primary_slot_name = '{config}'
             "setup": {k: v for k, v in vars(args).items() if k not in ("results", "name")},
             "duration_s": elapsed,
             "physical_limit_joules": limit,
-            "physical_limit_saving": (1 - limit / base) if base else None,
+            "physical_limit_saving": limit_saving,
             "tpcc_consistent_on_primary": primary_check,
             "configurations": results,
             "samples": samples,
