@@ -383,6 +383,28 @@ else
 	fail "the caller removes its volume" "$removed"
 fi
 
+# A detached loop device keeps its backing file (the FUSE image) open until its last opener
+# closes it (udev's blkid after the ext4 unmount, say): removal waits for that instead of
+# failing with "FUSE unmount: Device or resource busy".
+install -d -o nobody -m 0755 "$WORK/dyn/scratch2"
+created=$(runuser -u nobody -- "$BIN" --socket "$SOCK" request \
+	"{\"op\":\"create_volume\",\"name\":\"scratch2\",\"template\":\"scratch\",\"directory\":\"$WORK/dyn/scratch2\"}" 2>&1)
+loopdev=$(findmnt -n -o SOURCE "$WORK/dyn/scratch2" 2>/dev/null)
+if [ -n "$loopdev" ]; then
+	sleep 3 <"$loopdev" &
+	holder=$!
+	removed=$(runuser -u nobody -- "$BIN" --socket "$SOCK" request '{"op":"remove_volume","name":"scratch2"}' 2>&1)
+	wait "$holder"
+	if echo "$removed" | jq -e '.ok' >/dev/null 2>&1 && ! findmnt "$WORK/dyn/scratch2" >/dev/null &&
+		! losetup -a | grep -qF "$WORK/run/scratch2"; then
+		pass "a volume whose loop device is still held open is removed once it is released"
+	else
+		fail "a volume whose loop device is still held open is removed" "$removed"
+	fi
+else
+	fail "a volume whose loop device is still held open is removed" "no mount: $created"
+fi
+
 # --- I/O trace recording and replay ---------------------------------------------------------
 check "served I/O is recorded as an MSR trace that replays" \
 	sh -c "'$BIN' replay --trace '$WORK/mirror-trace.csv' --disk 0 --profile test-fast --policy always-on --layout raid10 | jq -e '.requests > 0' >/dev/null"

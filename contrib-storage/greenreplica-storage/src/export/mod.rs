@@ -25,6 +25,10 @@ pub struct ExportSpec {
     pub fuse_threads: usize,
 }
 
+/// How long teardown waits for a detached loop device to close the image before it tries
+/// to unmount the FUSE image anyway.
+const LOOP_RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub struct Export {
     session: Option<BackgroundSession>,
     image: PathBuf,
@@ -150,8 +154,14 @@ impl Export {
             }
         }
         if let Some(device) = self.loop_device.take() {
-            if let Err(e) = system::loop_detach(&device) {
-                first_error.get_or_insert(e);
+            match system::loop_detach(&device) {
+                Ok(()) if !system::wait_for_loop_release(&device, LOOP_RELEASE_TIMEOUT) => {
+                    tracing::warn!(device = %device, "loop device still holds the image open");
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         if let Some(session) = self.session.take() {

@@ -40,6 +40,25 @@ pub fn loop_detach(device: &str) -> Result<()> {
     run("losetup", &["--detach", device]).map(|_| ())
 }
 
+/// Wait until a detached loop device has let go of its backing file. The kernel detaches a
+/// loop device that is still open (udev's blkid probing after the unmount, say) only when
+/// its last opener closes it; until then the backing file stays open, and the FUSE image it
+/// lives on cannot be unmounted. True once released, false if `timeout` passed first.
+pub fn wait_for_loop_release(device: &str, timeout: Duration) -> bool {
+    let Some(name) = Path::new(device).file_name() else {
+        return true;
+    };
+    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
+    let deadline = std::time::Instant::now() + timeout;
+    while backing.exists() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 /// Loop devices whose backing file is `image`.
 pub fn loops_backed_by(image: &Path) -> Vec<String> {
     let Ok(image) = path_str(image) else {
