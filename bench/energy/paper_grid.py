@@ -46,7 +46,7 @@ def main():
                        "--duration", str(args.duration), "--rate", str(args.rate),
                        "--rto", rto, "--window", window, "--checkpoint-timeout", args.checkpoint_timeout,
                        "--shared-buffers", args.shared_buffers,
-                       "--configs", "always_on,defer,compact", "--name", name]
+                       "--configs", "always_on,stock_tuned,defer,compact", "--name", name]
                 print("paper grid:", " ".join(cmd), flush=True)
                 cell = {"profile": profile, "rto_s": int(rto), "window": window, "result": f"{name}.json"}
                 if subprocess.run(cmd).returncode == 0:
