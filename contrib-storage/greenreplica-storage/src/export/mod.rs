@@ -1,9 +1,9 @@
 //! Exporting a volume: FUSE image file → loop device → ext4 → mount point, and back.
 
 mod fuse_image;
+pub mod held_mount;
 pub mod system;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,12 +12,14 @@ use fuser::{BackgroundSession, MountOption};
 
 use crate::volume::Volume;
 pub use fuse_image::ImageFs;
+pub use held_mount::MountTarget;
 
 /// Where and how a volume is mounted.
 #[derive(Debug, Clone)]
 pub struct ExportSpec {
     pub image: PathBuf,
-    pub mount_point: PathBuf,
+    /// The mount point, resolved and held before anything slow happens.
+    pub target: Arc<MountTarget>,
     pub fstype: String,
     pub uid: u32,
     pub gid: u32,
@@ -29,7 +31,8 @@ pub struct Export {
     session: Option<BackgroundSession>,
     image: PathBuf,
     loop_device: Option<String>,
-    mount_point: Option<PathBuf>,
+    /// The held mount point and the id of our mount on it.
+    mounted: Option<(Arc<MountTarget>, u64)>,
 }
 
 /// Undo what a killed agent left behind: mounts of loop devices on our image, the loop
@@ -59,21 +62,13 @@ impl Export {
     /// Bring the volume up at its mount point, formatting only a volume that never was.
     pub fn start(volume: Arc<Volume>, spec: &ExportSpec) -> Result<Self> {
         cleanup_stale(&spec.image);
-        if let Some(m) = system::mounts()
-            .iter()
-            .find(|m| m.target == spec.mount_point)
-        {
+        let shown = &spec.target.shown;
+        if let Some(m) = system::mounts().iter().find(|m| &m.target == shown) {
             bail!(
                 "mount point {} is already in use by {} ({})",
-                spec.mount_point.display(),
+                shown.display(),
                 m.source,
                 m.fstype
-            );
-        }
-        if !spec.mount_point.is_dir() {
-            bail!(
-                "mount point {} is not an existing directory",
-                spec.mount_point.display()
             );
         }
         if let Some(dir) = spec.image.parent() {
@@ -91,7 +86,7 @@ impl Export {
             session: None,
             image: spec.image.clone(),
             loop_device: None,
-            mount_point: None,
+            mounted: None,
         };
         let mut config = fuser::Config::default();
         config.mount_options = vec![
@@ -120,32 +115,24 @@ impl Export {
             }
             volume.set_identity_flags(true, false)?;
         }
-        system::mount(&device, &spec.mount_point, &spec.fstype)?;
-        export.mount_point = Some(spec.mount_point.clone());
-        std::os::unix::fs::chown(&spec.mount_point, Some(spec.uid), Some(spec.gid)).with_context(
-            || {
-                format!(
-                    "cannot give {} to {}:{}",
-                    spec.mount_point.display(),
-                    spec.uid,
-                    spec.gid
-                )
-            },
+        let mount_id = held_mount::mount_onto(
+            &device,
+            &spec.fstype,
+            &spec.target,
+            spec.uid,
+            spec.gid,
+            spec.mode,
         )?;
-        std::fs::set_permissions(
-            &spec.mount_point,
-            std::fs::Permissions::from_mode(spec.mode),
-        )
-        .with_context(|| format!("cannot set mode of {}", spec.mount_point.display()))?;
-        tracing::info!(volume = %volume.name(), device = %device, mount_point = %spec.mount_point.display(), "volume mounted");
+        export.mounted = Some((spec.target.clone(), mount_id));
+        tracing::info!(volume = %volume.name(), device = %device, mount_point = %shown.display(), "volume mounted");
         Ok(export)
     }
 
     /// Unmount, detach and end the FUSE session; keeps going on errors and reports the first.
     pub fn stop(&mut self) -> Result<()> {
         let mut first_error = None;
-        if let Some(mp) = self.mount_point.take() {
-            if let Err(e) = system::umount(&mp) {
+        if let Some((target, mount_id)) = self.mounted.take() {
+            if let Err(e) = held_mount::unmount(&target, mount_id, false) {
                 first_error.get_or_insert(e);
             }
         }
