@@ -15,7 +15,7 @@ use crate::clock::{Clock, RealClock};
 use crate::config::{parse_mode, Config, VolumeConfig};
 use crate::control::protocol::{self, Request};
 use crate::control::server::Handler;
-use crate::export::{Export, ExportSpec, MountTarget};
+use crate::export::{Export, ExportSpec, MountPoint, MountTarget};
 use crate::ledger_store;
 use crate::member::{CommandRunner, FileMember, Member, MemberKind, SystemRunner};
 use crate::metrics;
@@ -92,7 +92,7 @@ impl Agent {
                 .agent
                 .runtime_dir
                 .join(format!("{}.img", vc.name)),
-            target: Arc::new(MountTarget::trusted(&e.mount_point)?),
+            mount_point: MountPoint::Trusted(e.mount_point.clone()),
             fstype: e.filesystem.clone(),
             uid,
             gid,
@@ -322,7 +322,7 @@ impl Agent {
         let spec = VolumeSpec::from_template(tpl, name, &member_dir)?;
         let export = ExportSpec {
             image: self.config.agent.runtime_dir.join(format!("{name}.img")),
-            target,
+            mount_point: MountPoint::Held(target),
             fstype: "ext4".into(),
             uid: peer.uid,
             gid: peer.gid,

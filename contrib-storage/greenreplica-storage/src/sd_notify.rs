@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 /// Send `state` to the service manager; Ok(false) when there is none to tell.
 pub fn notify(state: &str) -> Result<bool> {
-    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET").filter(|t| !t.is_empty()) else {
         return Ok(false);
     };
     let bytes = target.as_encoded_bytes();

@@ -14,12 +14,28 @@ use crate::volume::Volume;
 pub use fuse_image::ImageFs;
 pub use held_mount::MountTarget;
 
+/// A configured mount point is opened (and held) once stale mounts are cleared; one named
+/// by a socket caller was resolved and held before anything slow happened.
+#[derive(Debug, Clone)]
+pub enum MountPoint {
+    Trusted(PathBuf),
+    Held(Arc<MountTarget>),
+}
+
+impl MountPoint {
+    pub fn shown(&self) -> &Path {
+        match self {
+            MountPoint::Trusted(p) => p,
+            MountPoint::Held(t) => &t.shown,
+        }
+    }
+}
+
 /// Where and how a volume is mounted.
 #[derive(Debug, Clone)]
 pub struct ExportSpec {
     pub image: PathBuf,
-    /// The mount point, resolved and held before anything slow happens.
-    pub target: Arc<MountTarget>,
+    pub mount_point: MountPoint,
     pub fstype: String,
     pub uid: u32,
     pub gid: u32,
@@ -62,8 +78,8 @@ impl Export {
     /// Bring the volume up at its mount point, formatting only a volume that never was.
     pub fn start(volume: Arc<Volume>, spec: &ExportSpec) -> Result<Self> {
         cleanup_stale(&spec.image);
-        let shown = &spec.target.shown;
-        if let Some(m) = system::mounts().iter().find(|m| &m.target == shown) {
+        let shown = spec.mount_point.shown();
+        if let Some(m) = system::mounts().iter().find(|m| m.target == shown) {
             bail!(
                 "mount point {} is already in use by {} ({})",
                 shown.display(),
@@ -71,6 +87,10 @@ impl Export {
                 m.fstype
             );
         }
+        let target = match &spec.mount_point {
+            MountPoint::Trusted(path) => Arc::new(MountTarget::trusted(path)?),
+            MountPoint::Held(t) => t.clone(),
+        };
         if let Some(dir) = spec.image.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -118,12 +138,12 @@ impl Export {
         let mount_id = held_mount::mount_onto(
             &device,
             &spec.fstype,
-            &spec.target,
+            &target,
             spec.uid,
             spec.gid,
             spec.mode,
         )?;
-        export.mounted = Some((spec.target.clone(), mount_id));
+        export.mounted = Some((target, mount_id));
         tracing::info!(volume = %volume.name(), device = %device, mount_point = %shown.display(), "volume mounted");
         Ok(export)
     }
