@@ -126,6 +126,13 @@ profile = "test-fast"
 CONF
 
 grs() { "$BIN" --socket "$SOCK" "$@"; }
+# is FILTER: standard input is a JSON value for which FILTER holds (empty input fails;
+# jq -e alone lets it pass).
+is() {
+	local input
+	input=$(cat)
+	[ -n "$input" ] && printf '%s' "$input" | jq -e "$1" >/dev/null 2>&1
+}
 # The reply object only (the CLI repeats a refusal on stderr).
 as_nobody() { runuser -u nobody -- "$BIN" --socket "$SOCK" request "$1" 2>/dev/null; }
 # daemon with nogroup as its primary group: in the socket's group, but not the owner.
@@ -244,13 +251,16 @@ fi
 lines=$("$PY" - "$SOCK" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30)
-s.sendall(b"x" * (2 << 20) + b"\n" + b'{"op":"volumes"}\n')
-f = s.makefile("rb")
-print(f.readline().decode().strip()); print(f.readline().decode().strip())
+try:
+    s.sendall(b"x" * (2 << 20) + b"\n" + b'{"op":"volumes"}\n')
+    f = s.makefile("rb")
+    print(f.readline().decode().strip()); print(f.readline().decode().strip())
+except OSError as e:
+    print("connection error:", e)
 PY
 )
-if echo "$lines" | sed -n 1p | jq -e '.ok == false and (.error | contains("too long"))' >/dev/null 2>&1 &&
-	echo "$lines" | sed -n 2p | jq -e '.ok == true' >/dev/null 2>&1; then
+if echo "$lines" | sed -n 1p | is '.ok == false and (.error | contains("too long"))' &&
+	echo "$lines" | sed -n 2p | is '.ok == true'; then
 	pass "an oversize line gets an error reply and the same connection serves the next line"
 else
 	fail "an oversize line gets an error reply and the connection keeps serving" "$lines"
@@ -303,7 +313,7 @@ s.sendall(b'{"op":"volumes"}\n')
 print(s.makefile("rb").readline().decode().strip())
 PY
 dropped=$("$PY" "$WORK/peer.py" "$SOCK" "$NOGROUP" drop 2>&1)
-if echo "$dropped" | jq -e '.ok == true' >/dev/null 2>&1; then
+if echo "$dropped" | is '.ok == true'; then
 	pass "a peer in the group when it connected is served after it leaves the group (connect-time identity)"
 else
 	fail "a peer is judged by its connect-time groups (left the group after connecting)" "$dropped"
@@ -311,7 +321,7 @@ fi
 chmod 0666 "$SOCK" # as if the socket file were reachable by anyone (a leaked descriptor)
 gained=$("$PY" "$WORK/peer.py" "$SOCK" "$NOGROUP" gain 2>&1)
 chmod 0660 "$SOCK"
-if echo "$gained" | jq -e '.ok == false and (.error | contains("permission denied"))' >/dev/null 2>&1; then
+if echo "$gained" | is '.ok == false and (.error | contains("permission denied"))'; then
 	pass "a peer outside the group when it connected is refused even if it joins the group later"
 else
 	fail "a peer outside the group at connect time is refused" "$gained"
@@ -326,7 +336,7 @@ else
 	fail "another user cannot fail a member of someone else's volume" "$out; health $(member_health owned 1)"
 fi
 out=$(as_nobody '{"op":"fail_member","volume":"owned","member":1}')
-if echo "$out" | jq -e '.ok' >/dev/null 2>&1 && [ "$(member_health owned 1)" = failed ]; then
+if echo "$out" | is '.ok' && [ "$(member_health owned 1)" = failed ]; then
 	pass "the volume's owner fails its member"
 else
 	fail "the volume's owner fails its member" "$out"
@@ -342,7 +352,7 @@ refused_all=1
 details=""
 for target in "$WORK/etc/shadow" "$WORK/member-dir/../etc/shadow" "$WORK/member-dir/shadow-link" "$WORK/member-dir"; do
 	out=$(as_nobody "{\"op\":\"replace_member\",\"volume\":\"owned\",\"member\":1,\"path\":\"$target\"}")
-	if ! echo "$out" | jq -e '.ok == false and (.error | length > 0)' >/dev/null 2>&1; then
+	if ! echo "$out" | is '.ok == false and (.error | length > 0)'; then
 		refused_all=0
 		details="$details [$target: $out]"
 	fi
@@ -363,7 +373,7 @@ for _ in $(seq 1 240); do
 	[ "$health" = in_sync ] && break
 	sleep 0.25
 done
-if echo "$out" | jq -e '.ok' >/dev/null 2>&1 && [ "$health" = in_sync ] && [ -f "$WORK/member-dir/owned-1b.img" ]; then
+if echo "$out" | is '.ok' && [ "$health" = in_sync ] && [ -f "$WORK/member-dir/owned-1b.img" ]; then
 	pass "the owner replaces its member with a new file below member_directories and it rebuilds"
 else
 	fail "the owner replaces its member below member_directories" "$out; health $health"
@@ -371,7 +381,7 @@ fi
 
 install -d -o nobody -m 0755 "$WORK/dyn/mine"
 out=$(as_nobody "{\"op\":\"create_volume\",\"name\":\"mine\",\"template\":\"scratch\",\"directory\":\"$WORK/dyn/mine\"}")
-if echo "$out" | jq -e '.ok' >/dev/null 2>&1; then
+if echo "$out" | is '.ok'; then
 	out=$(as_other '{"op":"fail_member","volume":"mine","member":0}')
 	out2=$(as_other '{"op":"remove_volume","name":"mine"}')
 	if echo "$out" | grep -q "permission denied" && echo "$out2" | grep -q "belongs to uid" &&
@@ -413,7 +423,7 @@ for k in $(seq 1 8); do
 	out=$(as_nobody "{\"op\":\"create_volume\",\"name\":\"race$k\",\"template\":\"scratch\",\"directory\":\"$base/pg\"}")
 	kill "$swapper" 2>/dev/null
 	wait "$swapper" 2>/dev/null
-	if echo "$out" | jq -e '.ok' >/dev/null 2>&1; then
+	if echo "$out" | is '.ok'; then
 		created=$((created + 1))
 	else
 		refused=$((refused + 1))
@@ -443,7 +453,7 @@ SOCK2=$WORK/run2/control.sock
 mkdir -p "$WORK/run2" "$WORK/state2"
 {
 	printf '[agent]\nsocket = "%s"\nstate_dir = "%s"\nruntime_dir = "%s"\n' "$SOCK2" "$WORK/state2" "$WORK/run2"
-	for v in 1 2 3; do
+	for v in 1 2 3 4; do
 		mkdir -p "$WORK/mnt/sleepy$v"
 		cat <<CONF
 [[volume]]
@@ -460,21 +470,21 @@ profile = "$WORK/slow.toml"
 CONF
 	done
 } >"$WORK/sleepy.toml"
-if start_agent "$WORK/sleepy.toml" "$WORK/sleepy.log" 3; then
+if start_agent "$WORK/sleepy.toml" "$WORK/sleepy.log" 4; then
 	# A new filesystem writes for a while after its first mount (and each write wakes the
 	# drive): ask again until all three are in standby at once.
 	asleep=0
 	for _ in $(seq 1 60); do
 		sync
 		asleep=0
-		for v in 1 2 3; do
+		for v in 1 2 3 4; do
 			if [ "$("$BIN" --socket "$SOCK2" request "{\"op\":\"volume\",\"volume\":\"sleepy$v\"}" --pointer /volume/state)" = standby ]; then
 				asleep=$((asleep + 1))
 			else
 				"$BIN" --socket "$SOCK2" request "{\"op\":\"sleep\",\"volume\":\"sleepy$v\",\"expected_idle_s\":600}" >>"$WORK/sleep-replies.log" 2>&1
 			fi
 		done
-		[ "$asleep" -eq 3 ] && break
+		[ "$asleep" -eq 4 ] && break
 		sleep 0.5
 	done
 	t0=$(date +%s.%N)
@@ -486,10 +496,10 @@ if start_agent "$WORK/sleepy.toml" "$WORK/sleepy.log" 3; then
 		while read -r ts; do date -d "$ts" +%s.%N; done)
 	spread=$(echo "$stops" | awk 'NR == 1 {lo = $1; hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1} END {printf "%.2f", hi - lo}')
 	took=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
-	echo "# shutdown of 3 sleeping volumes (spin-up ${SPIN_UP_S} s each): ${took} s, stops spread over ${spread} s"
-	if [ "$asleep" -eq 3 ] && [ "$rc" -eq 0 ] && [ "$(echo "$stops" | grep -c .)" -eq 3 ] &&
+	echo "# shutdown of 4 sleeping volumes (spin-up ${SPIN_UP_S} s each): ${took} s, stops spread over ${spread} s"
+	if [ "$asleep" -eq 4 ] && [ "$rc" -eq 0 ] && [ "$(echo "$stops" | grep -c .)" -eq 4 ] &&
 		awk -v s="$spread" -v u="$SPIN_UP_S" 'BEGIN {exit !(s < u)}'; then
-		pass "SIGTERM stops three sleeping volumes side by side (their spin-ups overlap), exit 0"
+		pass "SIGTERM stops four sleeping volumes side by side (their spin-ups overlap), exit 0"
 	else
 		fail "SIGTERM stops sleeping volumes side by side" "asleep $asleep, rc $rc, stops spread ${spread} s (a spin-up is ${SPIN_UP_S} s)"
 	fi
