@@ -552,6 +552,25 @@ profile = "test-fast"
     }
 
     #[test]
+    fn socket_bounds_and_member_directories_are_validated() {
+        let c = Config::parse(MINIMAL, "test.toml").unwrap();
+        assert_eq!(c.agent.max_connections, 64);
+        assert_eq!(c.agent.connection_idle_timeout_s, 60.0);
+        assert!(c.agent.member_directories.is_empty() && !c.agent.strict_memory);
+        let with = |line: &str| MINIMAL.replacen("[agent]", &format!("[agent]\n{line}"), 1);
+        assert!(err(&with("max_connections = 0")).contains("agent.max_connections"));
+        assert!(err(&with("connection_idle_timeout_s = -1")).contains("connection_idle_timeout_s"));
+        assert!(
+            err(&with("member_directories = [\"spares\"]")).contains("agent.member_directories[0]")
+        );
+        let c = Config::parse(&with("member_directories = [\"/srv/spares\"]"), "t").unwrap();
+        assert_eq!(
+            c.agent.member_directories,
+            vec![PathBuf::from("/srv/spares")]
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         let e = err(&MINIMAL.replace(
             "layout = \"raid10\"",

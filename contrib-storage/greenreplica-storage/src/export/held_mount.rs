@@ -210,9 +210,38 @@ fn umount_held(dir: BorrowedFd<'_>, flags: libc::c_int) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Write the filesystem back before unmounting: if another mount namespace holds a copy of
+/// the mount (one created while it was up), our unmount does not shut the filesystem down,
+/// and what it still caches would be lost when the agent stops serving it.
+fn sync_mount(target: &MountTarget, mount_id: u64) {
+    let Ok(path) = CString::new(target.shown.as_os_str().as_encoded_bytes()) else {
+        return;
+    };
+    // SAFETY: valid C string; the descriptor is owned below.
+    let rc = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if rc < 0 {
+        return;
+    }
+    let root = owned(rc as libc::c_long);
+    // Only our own mount: the name may lead elsewhere by now (syncfs would be harmless, but
+    // pointless).
+    if safe_path::mount_id(root.as_fd()).ok() == Some(mount_id) {
+        // SAFETY: valid descriptor.
+        if unsafe { libc::syncfs(root.as_raw_fd()) } != 0 {
+            tracing::warn!(target = %target.shown.display(), error = %std::io::Error::last_os_error(), "syncfs before unmount failed");
+        }
+    }
+}
+
 /// Unmount the mount `mount_id` from the held directory: retry while busy, lazily as the
 /// last resort (or at once with `lazy`). Anything stacked on top of it goes first.
 pub fn unmount(target: &MountTarget, mount_id: u64, lazy: bool) -> Result<()> {
+    sync_mount(target, mount_id);
     let mut last = None;
     for _ in 0..20 {
         if !is_mounted(mount_id) {

@@ -156,9 +156,28 @@ impl Export {
                 first_error.get_or_insert(e);
             }
         }
+        let mut image_held = false;
         if let Some(device) = self.loop_device.take() {
-            if let Err(e) = system::loop_detach(&device) {
+            match system::loop_detach(&device) {
+                // The kernel lets go of the backing file asynchronously; the FUSE image
+                // cannot be unmounted while the loop device still holds it open.
+                Ok(()) => image_held = !wait_for_loop_release(&self.image),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if image_held {
+            // Another mount namespace still holds a copy of the filesystem (its loop device
+            // stays open until that namespace lets go; detach is pending). Take the image
+            // out of ours lazily; the session ends with the agent.
+            tracing::warn!(image = %self.image.display(), "the loop device is still held (by a copy of the mount in another mount namespace?); detaching the FUSE image lazily");
+            if let Err(e) = system::umount_lazy(&self.image) {
                 first_error.get_or_insert(e);
+            }
+            if let Some(session) = self.session.take() {
+                // Its own unmount now finds nothing mounted and returns without joining.
+                let _ = session.umount_and_join();
             }
         }
         if let Some(session) = self.session.take() {
@@ -172,6 +191,17 @@ impl Export {
             Some(e) => Err(e),
         }
     }
+}
+
+/// Whether the loop devices on `image` went away (within 5 s).
+fn wait_for_loop_release(image: &Path) -> bool {
+    for _ in 0..100 {
+        if system::loops_backed_by(image).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
 
 impl Drop for Export {
