@@ -348,6 +348,7 @@ else
 	fail "another user cannot replace someone else's member" "$out"
 fi
 ln -s "$WORK/etc/shadow" "$WORK/member-dir/shadow-link"
+grs fail-member owned 1 >/dev/null 2>&1 # (still) failed, whatever the steps above did
 refused_all=1
 details=""
 for target in "$WORK/etc/shadow" "$WORK/member-dir/../etc/shadow" "$WORK/member-dir/shadow-link" "$WORK/member-dir"; do
