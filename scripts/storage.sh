@@ -20,6 +20,10 @@ check)
 		say "storage agent: root integration tests"
 		bash tests/run-root-integration.sh
 	fi
+	if [ -f tests/security-root.sh ]; then
+		say "storage agent: root security tests"
+		bash tests/security-root.sh
+	fi
 	;;
 *)
 	die "usage: scripts/storage.sh build|check"

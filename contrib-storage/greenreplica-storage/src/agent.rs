@@ -1,6 +1,7 @@
 //! The running agent: its volumes, their exports and rebuilds, and the control operations.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,11 +15,12 @@ use crate::clock::{Clock, RealClock};
 use crate::config::{parse_mode, Config, VolumeConfig};
 use crate::control::protocol::{self, Request};
 use crate::control::server::Handler;
-use crate::export::{Export, ExportSpec};
+use crate::export::{Export, ExportSpec, MountPoint, MountTarget};
 use crate::ledger_store;
-use crate::member::{CommandRunner, SystemRunner};
+use crate::member::{CommandRunner, FileMember, Member, MemberKind, SystemRunner};
 use crate::metrics;
 use crate::rebuild;
+use crate::safe_path;
 use crate::sync::lock;
 use crate::users::{resolve_group, resolve_user, Peer};
 use crate::volume::{Health, SleepOutcome, Volume};
@@ -31,6 +33,9 @@ pub struct ManagedVolume {
     rebuilds: Mutex<Vec<JoinHandle<()>>>,
     /// uid of the caller that created it over the socket (None: from the config file).
     creator: Option<u32>,
+    /// Who besides root may fail or replace its members: the creator, or the configured
+    /// export owner (root when none is configured).
+    owner: u32,
     /// Directory holding the member files of a socket-created volume.
     member_dir: Option<PathBuf>,
 }
@@ -87,7 +92,7 @@ impl Agent {
                 .agent
                 .runtime_dir
                 .join(format!("{}.img", vc.name)),
-            mount_point: e.mount_point.clone(),
+            mount_point: MountPoint::Trusted(e.mount_point.clone()),
             fstype: e.filesystem.clone(),
             uid,
             gid,
@@ -107,6 +112,7 @@ impl Agent {
         if lock(&self.volumes).contains_key(&spec.name) {
             bail!("a volume named {:?} already exists", spec.name);
         }
+        let owner = creator.unwrap_or(export.uid);
         let clock: Arc<dyn Clock> = self.clock.clone();
         let volume = assemble(&spec, clock, self.state_dir(), &self.runner)?;
         let managed = Arc::new(ManagedVolume {
@@ -116,6 +122,7 @@ impl Agent {
             rebuild_stop: Arc::new(AtomicBool::new(false)),
             rebuilds: Mutex::new(Vec::new()),
             creator,
+            owner,
             member_dir,
         });
         for i in 0..volume.member_count() {
@@ -169,6 +176,7 @@ impl Agent {
     /// Tear a volume down: rebuilds, mount, loop, FUSE; then flush, mark clean, save ledger.
     fn stop_volume(&self, managed: &ManagedVolume) -> Result<()> {
         let name = &managed.spec.name;
+        tracing::info!(volume = %name, "stopping volume");
         self.stop_rebuilds(managed);
         let unexported = match lock(&managed.export).take() {
             Some(mut export) => export.stop(),
@@ -214,19 +222,32 @@ impl Agent {
         metrics::render(&volumes)
     }
 
-    /// Stop every volume; socket-created ones are removed with their files.
+    /// Stop every volume, all at once: the unmount writes the filesystem's superblock, and
+    /// a sleeping drive must spin up for it; one volume after the other would add up every
+    /// volume's spin-up. Socket-created volumes are removed with their files.
     pub fn shutdown(&self) {
         let all: Vec<_> = std::mem::take(&mut *lock(&self.volumes))
             .into_values()
             .collect();
-        for m in all {
-            if let Err(e) = self.stop_volume(&m) {
-                tracing::error!(volume = %m.spec.name, error = %format!("{e:#}"), "shutdown of volume failed");
+        std::thread::scope(|scope| {
+            for m in &all {
+                let stop = move || {
+                    if let Err(e) = self.stop_volume(m) {
+                        tracing::error!(volume = %m.spec.name, error = %format!("{e:#}"), "shutdown of volume failed");
+                    }
+                    if m.creator.is_some() {
+                        self.remove_files(m);
+                    }
+                };
+                let spawned = std::thread::Builder::new()
+                    .name(format!("stop-{}", m.spec.name))
+                    .spawn_scoped(scope, stop);
+                if let Err(e) = spawned {
+                    tracing::warn!(volume = %m.spec.name, error = %e, "cannot start a stop thread; stopping in this one");
+                    stop();
+                }
             }
-            if m.creator.is_some() {
-                self.remove_files(&m);
-            }
-        }
+        });
     }
 
     fn remove_files(&self, m: &ManagedVolume) {
@@ -257,42 +278,37 @@ impl Agent {
         {
             bail!("volume name {name:?}: use 1-64 letters, digits, - or _");
         }
-        let dir = Path::new(directory);
-        if !dir.is_absolute() {
-            bail!("directory {directory:?} must be an absolute path");
-        }
-        let dir = dir
-            .canonicalize()
-            .with_context(|| format!("directory {directory:?}"))?;
-        let allowed = self
-            .config
-            .agent
-            .volume_directories
-            .iter()
-            .filter_map(|d| d.canonicalize().ok())
-            .any(|root| dir.starts_with(&root) && dir != root);
-        if !allowed {
-            bail!(
-                "directory {} is not below one of the agent's volume_directories",
-                dir.display()
-            );
-        }
-        let meta =
-            std::fs::metadata(&dir).with_context(|| format!("directory {}", dir.display()))?;
-        if !meta.is_dir() {
+        // Resolve the directory once, below a configured root, without symlinks, and hold
+        // it: every later step (checks, mount, chown) acts on this descriptor, so swapping
+        // the path for a symlink meanwhile redirects nothing.
+        let held = safe_path::hold_dir_below(
+            &self.config.agent.volume_directories,
+            Path::new(directory),
+            "directory",
+        )
+        .context("the directory must be below one of the agent's volume_directories")?;
+        let dir = held.shown.clone();
+        let st = safe_path::fstat(held.dir.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             bail!("{} is not a directory", dir.display());
         }
-        use std::os::unix::fs::MetadataExt;
-        if peer.uid != 0 && meta.uid() != peer.uid {
+        if peer.uid != 0 && st.st_uid != peer.uid {
             bail!(
                 "directory {} is not owned by the caller (uid {})",
                 dir.display(),
                 peer.uid
             );
         }
-        if std::fs::read_dir(&dir)?.next().is_some() {
+        if !safe_path::dir_is_empty(held.dir.as_fd())
+            .with_context(|| format!("directory {}", dir.display()))?
+        {
             bail!("directory {} is not empty", dir.display());
         }
+        let target = Arc::new(MountTarget {
+            shown: dir.clone(),
+            dir: held.dir,
+            recheck: Some((held.root, held.rel)),
+        });
         let member_dir = self.state_dir().join("dynamic").join(name);
         if lock(&self.volumes).contains_key(name) {
             bail!("a volume named {name:?} already exists");
@@ -306,7 +322,7 @@ impl Agent {
         let spec = VolumeSpec::from_template(tpl, name, &member_dir)?;
         let export = ExportSpec {
             image: self.config.agent.runtime_dir.join(format!("{name}.img")),
-            mount_point: dir.clone(),
+            mount_point: MountPoint::Held(target),
             fstype: "ext4".into(),
             uid: peer.uid,
             gid: peer.gid,
@@ -340,13 +356,97 @@ impl Agent {
         Ok(json!({"ok": true}))
     }
 
-    fn replace_member(&self, name: &str, member: usize, path: Option<&str>) -> Result<Value> {
+    /// Root, or the volume's owner (its creator, or its configured export owner).
+    fn check_member_authority(&self, peer: &Peer, m: &ManagedVolume, op: &str) -> Result<()> {
+        if peer.uid != 0 && peer.uid != m.owner {
+            bail!(
+                "permission denied: {op} on volume {:?} is for root or its owner (uid {}), not uid {}",
+                m.spec.name,
+                m.owner,
+                peer.uid
+            );
+        }
+        Ok(())
+    }
+
+    fn fail_member(&self, peer: &Peer, name: &str, member: usize) -> Result<Value> {
         let m = self.get(name)?;
-        let spec = m
-            .spec
-            .members
-            .get(member)
-            .ok_or_else(|| anyhow!("volume {name:?} has no member {member}"))?;
+        self.check_member_authority(peer, &m, "fail_member")?;
+        if member >= m.volume.member_count() {
+            bail!("volume {name:?} has no member {member}");
+        }
+        m.volume
+            .fail_member(member, &format!("failed on request of uid {}", peer.uid));
+        Ok(json!({"ok": true, "volume": m.volume.status()}))
+    }
+
+    /// Fresh storage for a failed member. A file member is created through a held parent
+    /// directory with O_EXCL|O_NOFOLLOW: its own path is recreated (the old file removed
+    /// only if it is a regular file); a new path must lie below `agent.member_directories`
+    /// and not exist yet. Devices named over the socket are for root only.
+    fn open_replacement(
+        &self,
+        peer: &Peer,
+        m: &ManagedVolume,
+        member: usize,
+        path: Option<&str>,
+    ) -> Result<Arc<dyn Member>> {
+        let spec = &m.spec.members[member];
+        let path = path.map(Path::new).filter(|p| *p != spec.path);
+        if spec.kind == MemberKind::Blockdev {
+            if path.is_some() && peer.uid != 0 {
+                bail!("only root may name a new device for a blockdev member");
+            }
+            return spec.open_replacement(path, &self.runner);
+        }
+        let (shown, parent, file_name, replace_existing) = match path {
+            None => {
+                let (parent, file_name) = safe_path::split_name(&spec.path)?;
+                let dir = safe_path::open_trusted_dir(&parent)?;
+                (spec.path.clone(), dir, file_name, true)
+            }
+            Some(p) => {
+                let roots = &self.config.agent.member_directories;
+                if roots.is_empty() {
+                    bail!(
+                        "replacement path {} refused: no agent.member_directories are configured \
+                         (omit the path to recreate the member in place)",
+                        p.display()
+                    );
+                }
+                let (parent, file_name) = safe_path::split_name(p)?;
+                let dir = if roots.contains(&parent) {
+                    safe_path::open_trusted_dir(&parent)?
+                } else {
+                    safe_path::hold_dir_below(roots, &parent, "replacement directory")
+                        .context("a replacement member must be below one of the agent's member_directories")?
+                        .dir
+                };
+                (p.to_path_buf(), dir, file_name, false)
+            }
+        };
+        let file = safe_path::create_file_at(parent.as_fd(), &file_name, replace_existing)
+            .with_context(|| format!("replacement member {}", shown.display()))?;
+        Ok(Arc::new(FileMember::from_new_file(
+            spec.kind,
+            &shown,
+            file,
+            spec.size.unwrap_or(0),
+        )?))
+    }
+
+    fn replace_member(
+        &self,
+        peer: &Peer,
+        name: &str,
+        member: usize,
+        path: Option<&str>,
+    ) -> Result<Value> {
+        let m = self.get(name)?;
+        self.check_member_authority(peer, &m, "replace_member")?;
+        if member >= m.spec.members.len() {
+            bail!("volume {name:?} has no member {member}");
+        }
         if !matches!(
             m.volume.slot(member).map(|s| s.health()),
             Some(Health::Failed { .. })
@@ -358,7 +458,7 @@ impl Agent {
                 bail!("path {p:?} must be absolute");
             }
         }
-        let store = spec.open_replacement(path.map(Path::new), &self.runner)?;
+        let store = self.open_replacement(peer, &m, member, path)?;
         m.volume.replace_member(member, store)?;
         self.start_rebuild(&m, member)?;
         Ok(json!({"ok": true, "state": "rebuilding", "volume": m.volume.status()}))
@@ -394,20 +494,12 @@ impl Agent {
                 let n = self.get(&volume)?.volume.hint(&extents)?;
                 json!({"ok": true, "extents": n})
             }
-            Request::FailMember { volume, member } => {
-                let m = self.get(&volume)?;
-                if member >= m.volume.member_count() {
-                    bail!("volume {volume:?} has no member {member}");
-                }
-                m.volume
-                    .fail_member(member, &format!("failed on request of uid {}", peer.uid));
-                json!({"ok": true, "volume": m.volume.status()})
-            }
+            Request::FailMember { volume, member } => self.fail_member(peer, &volume, member)?,
             Request::ReplaceMember {
                 volume,
                 member,
                 path,
-            } => self.replace_member(&volume, member, path.as_deref())?,
+            } => self.replace_member(peer, &volume, member, path.as_deref())?,
             Request::Metrics => json!({"ok": true, "text": self.metrics_text()}),
             Request::CreateVolume {
                 name,

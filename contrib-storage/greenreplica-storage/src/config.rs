@@ -84,6 +84,12 @@ fn default_runtime_dir() -> PathBuf {
 fn default_fuse_threads() -> usize {
     8
 }
+fn default_max_connections() -> usize {
+    64
+}
+fn default_connection_idle_timeout_s() -> f64 {
+    60.0
+}
 fn default_stripe_unit() -> u64 {
     65536
 }
@@ -121,6 +127,19 @@ pub struct AgentSection {
     pub volume_directories: Vec<PathBuf>,
     #[serde(default = "default_fuse_threads")]
     pub fuse_threads: usize,
+    /// Directories under which `replace_member` may create a replacement member file named
+    /// by a socket caller (none: only the member's own path can be recreated).
+    #[serde(default)]
+    pub member_directories: Vec<PathBuf>,
+    /// Control connections served at once; more are answered with an error and closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A control connection that sends nothing for this long is closed.
+    #[serde(default = "default_connection_idle_timeout_s")]
+    pub connection_idle_timeout_s: f64,
+    /// Refuse to start if PR_SET_IO_FLUSHER or mlockall fails (default: log and go on).
+    #[serde(default)]
+    pub strict_memory: bool,
 }
 
 impl Default for AgentSection {
@@ -133,6 +152,10 @@ impl Default for AgentSection {
             metrics_listen: None,
             volume_directories: Vec::new(),
             fuse_threads: default_fuse_threads(),
+            member_directories: Vec::new(),
+            max_connections: default_max_connections(),
+            connection_idle_timeout_s: default_connection_idle_timeout_s(),
+            strict_memory: false,
         }
     }
 }
@@ -276,13 +299,26 @@ impl Config {
                 ));
             }
         }
-        for (i, dir) in a.volume_directories.iter().enumerate() {
-            if !dir.is_absolute() {
-                return Err(self.invalid(
-                    format!("agent.volume_directories[{i}]"),
-                    "must be an absolute path",
-                ));
+        for (key, dirs) in [
+            ("volume_directories", &a.volume_directories),
+            ("member_directories", &a.member_directories),
+        ] {
+            for (i, dir) in dirs.iter().enumerate() {
+                if !dir.is_absolute() {
+                    return Err(
+                        self.invalid(format!("agent.{key}[{i}]"), "must be an absolute path")
+                    );
+                }
             }
+        }
+        if a.max_connections == 0 || a.max_connections > 4096 {
+            return Err(self.invalid("agent.max_connections", "must be between 1 and 4096"));
+        }
+        if !(a.connection_idle_timeout_s.is_finite() && a.connection_idle_timeout_s > 0.0) {
+            return Err(self.invalid(
+                "agent.connection_idle_timeout_s",
+                "must be a positive number of seconds",
+            ));
         }
         if a.fuse_threads == 0 || a.fuse_threads > 64 {
             return Err(self.invalid("agent.fuse_threads", "must be between 1 and 64"));
@@ -513,6 +549,25 @@ profile = "test-fast"
         assert!(e.contains("policy") || e.contains("later"), "{e}");
         let e = err(&MINIMAL.replace("data-1.img", "data-0.img"));
         assert!(e.contains("volume[0].member[1].path"), "{e}");
+    }
+
+    #[test]
+    fn socket_bounds_and_member_directories_are_validated() {
+        let c = Config::parse(MINIMAL, "test.toml").unwrap();
+        assert_eq!(c.agent.max_connections, 64);
+        assert_eq!(c.agent.connection_idle_timeout_s, 60.0);
+        assert!(c.agent.member_directories.is_empty() && !c.agent.strict_memory);
+        let with = |line: &str| MINIMAL.replacen("[agent]", &format!("[agent]\n{line}"), 1);
+        assert!(err(&with("max_connections = 0")).contains("agent.max_connections"));
+        assert!(err(&with("connection_idle_timeout_s = -1")).contains("connection_idle_timeout_s"));
+        assert!(
+            err(&with("member_directories = [\"spares\"]")).contains("agent.member_directories[0]")
+        );
+        let c = Config::parse(&with("member_directories = [\"/srv/spares\"]"), "t").unwrap();
+        assert_eq!(
+            c.agent.member_directories,
+            vec![PathBuf::from("/srv/spares")]
+        );
     }
 
     #[test]

@@ -10,8 +10,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::agent::Agent;
 use crate::config::Config;
-use crate::control::server::Server;
+use crate::control::server::{Server, ServerOptions};
+use crate::memory_lock;
 use crate::metrics_http;
+use crate::sd_notify;
 use crate::users::resolve_group;
 
 /// Power transitions are booked at their exact model time; this is only how soon a real
@@ -49,6 +51,8 @@ pub fn serve(config_path: &Path) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("serve must run as root: it mounts filesystems and attaches loop devices");
     }
+    // Before any thread starts, so that every thread (FUSE ones included) inherits it.
+    memory_lock::harden_or_report(config.agent.strict_memory)?;
     let signals = block_shutdown_signals()?;
     for dir in [&config.agent.state_dir, &config.agent.runtime_dir] {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -62,7 +66,12 @@ pub fn serve(config_path: &Path) -> Result<()> {
         .context("agent.group")?;
 
     let agent = Arc::new(Agent::new(config.clone()));
-    let mut server = Server::start(&config.agent.socket, group, agent.clone())?;
+    let options = ServerOptions {
+        group,
+        max_connections: config.agent.max_connections,
+        idle_timeout: Duration::from_secs_f64(config.agent.connection_idle_timeout_s),
+    };
+    let mut server = Server::start(&config.agent.socket, options, agent.clone())?;
     if let Err(e) = agent.start_configured() {
         server.stop();
         agent.shutdown();
@@ -98,9 +107,14 @@ pub fn serve(config_path: &Path) -> Result<()> {
             .context("cannot start the power thread")?
     };
     tracing::info!(config = %config_path.display(), "agent ready");
+    // Only now, with every configured volume mounted, may systemd start PostgreSQL.
+    if let Err(e) = sd_notify::notify("READY=1") {
+        tracing::warn!(error = %format!("{e:#}"), "cannot tell systemd the agent is ready");
+    }
 
     let sig = wait_for_signal(&signals);
     tracing::info!(signal = sig, "shutting down");
+    let _ = sd_notify::notify("STOPPING=1");
     stop.store(true, Ordering::SeqCst);
     let _ = power.join();
     server.stop();

@@ -6,12 +6,23 @@ use std::os::unix::net::UnixStream;
 
 use anyhow::{bail, Context, Result};
 
-/// Who is on the other end of a Unix socket (from SO_PEERCRED).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who is on the other end of a Unix socket, as the kernel recorded it when the peer
+/// connected (SO_PEERCRED, SO_PEERGROUPS): later changes of the peer process, or a new
+/// process reusing its pid, do not alter it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     pub pid: i32,
     pub uid: u32,
     pub gid: u32,
+    /// Supplementary groups at connect time.
+    pub groups: Vec<u32>,
+}
+
+impl Peer {
+    /// Whether the peer had `gid` as its primary or a supplementary group.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
 }
 
 pub fn peer_credentials(stream: &UnixStream) -> Result<Peer> {
@@ -38,23 +49,38 @@ pub fn peer_credentials(stream: &UnixStream) -> Result<Peer> {
         pid: cred.pid,
         uid: cred.uid,
         gid: cred.gid,
+        groups: peer_groups(stream)?,
     })
 }
 
-/// Supplementary groups of a live process, from /proc (the peer's own view, not NSS's).
-pub fn process_groups(pid: i32) -> Vec<u32> {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return Vec::new();
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+/// SO_PEERGROUPS: the peer's supplementary groups when it connected.
+fn peer_groups(stream: &UnixStream) -> Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into the vector's buffer.
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if rc == 0 {
+            groups.truncate(n);
+            return Ok(groups);
+        }
+        let e = std::io::Error::last_os_error();
+        // ERANGE: the buffer was too small and `len` says how large it must be.
+        if e.raw_os_error() == Some(libc::ERANGE) && n > groups.len() && n <= 65536 {
+            groups.resize(n, 0);
+            continue;
+        }
+        return Err(e).context("SO_PEERGROUPS");
+    }
 }
 
 /// Resolve a user name or numeric uid to (uid, primary gid).
@@ -161,5 +187,20 @@ mod tests {
         assert_eq!(peer.pid as u32, std::process::id());
         // SAFETY: getuid has no preconditions.
         assert_eq!(peer.uid, unsafe { libc::getuid() });
+        // SAFETY: getgroups with a buffer of the size it reported.
+        let mut own = unsafe {
+            let n = libc::getgroups(0, std::ptr::null_mut());
+            let mut g = vec![0 as libc::gid_t; n.max(0) as usize];
+            let n = libc::getgroups(g.len() as libc::c_int, g.as_mut_ptr());
+            g.truncate(n.max(0) as usize);
+            g
+        };
+        let mut seen = peer.groups.clone();
+        own.sort_unstable();
+        seen.sort_unstable();
+        assert_eq!(
+            seen, own,
+            "SO_PEERGROUPS gives this process's supplementary groups"
+        );
     }
 }

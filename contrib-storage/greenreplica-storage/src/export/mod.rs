@@ -1,9 +1,9 @@
 //! Exporting a volume: FUSE image file → loop device → ext4 → mount point, and back.
 
 mod fuse_image;
+pub mod held_mount;
 pub mod system;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,12 +12,30 @@ use fuser::{BackgroundSession, MountOption};
 
 use crate::volume::Volume;
 pub use fuse_image::ImageFs;
+pub use held_mount::MountTarget;
+
+/// A configured mount point is opened (and held) once stale mounts are cleared; one named
+/// by a socket caller was resolved and held before anything slow happened.
+#[derive(Debug, Clone)]
+pub enum MountPoint {
+    Trusted(PathBuf),
+    Held(Arc<MountTarget>),
+}
+
+impl MountPoint {
+    pub fn shown(&self) -> &Path {
+        match self {
+            MountPoint::Trusted(p) => p,
+            MountPoint::Held(t) => &t.shown,
+        }
+    }
+}
 
 /// Where and how a volume is mounted.
 #[derive(Debug, Clone)]
 pub struct ExportSpec {
     pub image: PathBuf,
-    pub mount_point: PathBuf,
+    pub mount_point: MountPoint,
     pub fstype: String,
     pub uid: u32,
     pub gid: u32,
@@ -27,13 +45,14 @@ pub struct ExportSpec {
 
 /// How long teardown waits for a detached loop device to close the image before it tries
 /// to unmount the FUSE image anyway.
-const LOOP_RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+const LOOP_RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Export {
     session: Option<BackgroundSession>,
     image: PathBuf,
     loop_device: Option<String>,
-    mount_point: Option<PathBuf>,
+    /// The held mount point and the id of our mount on it.
+    mounted: Option<(Arc<MountTarget>, u64)>,
 }
 
 /// Undo what a killed agent left behind: mounts of loop devices on our image, the loop
@@ -63,23 +82,19 @@ impl Export {
     /// Bring the volume up at its mount point, formatting only a volume that never was.
     pub fn start(volume: Arc<Volume>, spec: &ExportSpec) -> Result<Self> {
         cleanup_stale(&spec.image);
-        if let Some(m) = system::mounts()
-            .iter()
-            .find(|m| m.target == spec.mount_point)
-        {
+        let shown = spec.mount_point.shown();
+        if let Some(m) = system::mounts().iter().find(|m| m.target == shown) {
             bail!(
                 "mount point {} is already in use by {} ({})",
-                spec.mount_point.display(),
+                shown.display(),
                 m.source,
                 m.fstype
             );
         }
-        if !spec.mount_point.is_dir() {
-            bail!(
-                "mount point {} is not an existing directory",
-                spec.mount_point.display()
-            );
-        }
+        let target = match &spec.mount_point {
+            MountPoint::Trusted(path) => Arc::new(MountTarget::trusted(path)?),
+            MountPoint::Held(t) => t.clone(),
+        };
         if let Some(dir) = spec.image.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -95,7 +110,7 @@ impl Export {
             session: None,
             image: spec.image.clone(),
             loop_device: None,
-            mount_point: None,
+            mounted: None,
         };
         let mut config = fuser::Config::default();
         config.mount_options = vec![
@@ -124,44 +139,51 @@ impl Export {
             }
             volume.set_identity_flags(true, false)?;
         }
-        system::mount(&device, &spec.mount_point, &spec.fstype)?;
-        export.mount_point = Some(spec.mount_point.clone());
-        std::os::unix::fs::chown(&spec.mount_point, Some(spec.uid), Some(spec.gid)).with_context(
-            || {
-                format!(
-                    "cannot give {} to {}:{}",
-                    spec.mount_point.display(),
-                    spec.uid,
-                    spec.gid
-                )
-            },
+        let mount_id = held_mount::mount_onto(
+            &device,
+            &spec.fstype,
+            &target,
+            spec.uid,
+            spec.gid,
+            spec.mode,
         )?;
-        std::fs::set_permissions(
-            &spec.mount_point,
-            std::fs::Permissions::from_mode(spec.mode),
-        )
-        .with_context(|| format!("cannot set mode of {}", spec.mount_point.display()))?;
-        tracing::info!(volume = %volume.name(), device = %device, mount_point = %spec.mount_point.display(), "volume mounted");
+        export.mounted = Some((target, mount_id));
+        tracing::info!(volume = %volume.name(), device = %device, mount_point = %shown.display(), "volume mounted");
         Ok(export)
     }
 
     /// Unmount, detach and end the FUSE session; keeps going on errors and reports the first.
     pub fn stop(&mut self) -> Result<()> {
         let mut first_error = None;
-        if let Some(mp) = self.mount_point.take() {
-            if let Err(e) = system::umount(&mp) {
+        if let Some((target, mount_id)) = self.mounted.take() {
+            if let Err(e) = held_mount::unmount(&target, mount_id, false) {
                 first_error.get_or_insert(e);
             }
         }
+        let mut image_held = false;
         if let Some(device) = self.loop_device.take() {
             match system::loop_detach(&device) {
-                Ok(()) if !system::wait_for_loop_release(&device, LOOP_RELEASE_TIMEOUT) => {
-                    tracing::warn!(device = %device, "loop device still holds the image open");
+                // The kernel lets go of the backing file asynchronously; the FUSE image
+                // cannot be unmounted while the loop device still holds it open.
+                Ok(()) => {
+                    image_held = !system::wait_for_loop_release(&device, LOOP_RELEASE_TIMEOUT)
                 }
-                Ok(()) => {}
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
+            }
+        }
+        if image_held {
+            // Another mount namespace still holds a copy of the filesystem (its loop device
+            // stays open until that namespace lets go; detach is pending). Take the image
+            // out of ours lazily; the session ends with the agent.
+            tracing::warn!(image = %self.image.display(), "the loop device is still held (by a copy of the mount in another mount namespace?); detaching the FUSE image lazily");
+            if let Err(e) = system::umount_lazy(&self.image) {
+                first_error.get_or_insert(e);
+            }
+            if let Some(session) = self.session.take() {
+                // Its own unmount now finds nothing mounted and returns without joining.
+                let _ = session.umount_and_join();
             }
         }
         if let Some(session) = self.session.take() {
@@ -177,6 +199,7 @@ impl Export {
     }
 }
 
+/// Whether the loop devices on `image` went away (within 5 s).
 impl Drop for Export {
     fn drop(&mut self) {
         if let Err(e) = self.stop() {

@@ -1,4 +1,4 @@
-//! The system tools an export needs: losetup, mkfs.ext4, e2fsck, mount, umount.
+//! The system tools an export needs: losetup, mkfs.ext4, e2fsck, umount (of stale mounts).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,25 +112,6 @@ pub fn fsck_preen(device: &str) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         ),
     }
-}
-
-pub fn mount(device: &str, target: &Path, fstype: &str) -> Result<()> {
-    run("mount", &["-t", fstype, device, path_str(target)?]).map(|_| ())
-}
-
-/// Unmount, retrying while the filesystem is busy; lazily as the last resort.
-pub fn umount(target: &Path) -> Result<()> {
-    let t = path_str(target)?;
-    let mut last = None;
-    for _ in 0..20 {
-        match run("umount", &[t]) {
-            Ok(_) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    tracing::warn!(target = t, error = ?last, "unmount kept failing; detaching lazily");
-    run("umount", &["--lazy", t]).map(|_| ())
 }
 
 pub fn umount_lazy(target: &Path) -> Result<()> {

@@ -95,6 +95,21 @@ impl FileMember {
         Self::open_or_create(kind, path, size)
     }
 
+    /// Take over a file the caller has just created empty (through a held directory),
+    /// sized to `size` bytes; `path` is only for messages.
+    pub fn from_new_file(kind: MemberKind, path: &Path, file: File, size: u64) -> Result<Self> {
+        file.set_len(size).with_context(|| {
+            format!("cannot size member file {} to {size} bytes", path.display())
+        })?;
+        advise_random(&file);
+        Ok(Self {
+            kind,
+            path: path.to_path_buf(),
+            file,
+            size,
+        })
+    }
+
     /// Open an existing device node, whose size is the device's.
     pub fn open_device(kind: MemberKind, path: &Path) -> Result<Self> {
         let file = OpenOptions::new()
