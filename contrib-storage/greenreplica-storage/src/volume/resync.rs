@@ -1,0 +1,261 @@
+//! Keeping the mirrors equal: resync of the regions the write-intent bitmap marks dirty after
+//! an unclean stop (MD's resync, limited by the bitmap), the lazy clearing of idle bits, and
+//! scrub (MD's check/repair): compare every copy and rewrite the ones that differ.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::bitmap::CLEAR_AFTER_IDLE_S;
+use super::{Health, Span, Volume, VolumeError};
+use crate::service_model::IoKind;
+use crate::superblock::DATA_OFFSET;
+use crate::sync::lock;
+
+/// Copy and compare unit of resync and scrub.
+const CHUNK: u64 = 1 << 20;
+/// Resync work done per tick before the tick returns (the rest waits for the next one).
+const RESYNC_BUDGET: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ScrubReport {
+    pub bytes_compared: u64,
+    /// Chunks (of 1 MiB, per mirror group) whose copies differed or could not be read.
+    pub mismatched_chunks: u64,
+    pub repaired_chunks: u64,
+    pub read_errors: u64,
+}
+
+impl Volume {
+    /// Members of a mirror group, lowest first.
+    fn group_members(&self, group: usize) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&m| self.group_of(m) == group)
+            .collect()
+    }
+
+    fn group_spans(&self, start: u64, end: u64) -> Vec<Span> {
+        self.groups()
+            .into_iter()
+            .map(|group| Span { group, start, end })
+            .collect()
+    }
+
+    /// Regions about to be read or written must not be served while their copies may
+    /// differ: resync them first.
+    pub(super) fn resync_before_use(&self, regions: &[u64]) -> Result<(), VolumeError> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        for &region in regions {
+            if intent.needs_resync(region) {
+                self.resync_region(region)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy a dirty region from the first in-sync copy of each mirror group to the others.
+    fn resync_region(&self, region: u64) -> Result<(), VolumeError> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let start = region * intent.region_bytes();
+        let end = (start + intent.region_bytes()).min(self.layout.member_data_bytes());
+        let _exclusive = self.ranges.acquire(&self.group_spans(start, end), true);
+        if !intent.needs_resync(region) {
+            return Ok(()); // another request did it while we waited
+        }
+        for group in self.groups() {
+            let members = self.group_members(group);
+            let Some(source) = members
+                .iter()
+                .copied()
+                .find(|&m| self.slots[m].health() == Health::InSync)
+            else {
+                continue;
+            };
+            let targets: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&m| m != source && self.slots[m].live_store().is_some())
+                .collect();
+            let mut offset = start;
+            while offset < end && !targets.is_empty() {
+                let len = CHUNK.min(end - offset);
+                let mut buf = vec![0u8; len as usize];
+                let Some(from) = self.slots[source].live_store() else {
+                    break;
+                };
+                self.account(source, IoKind::Read, offset, len);
+                if let Err(e) = from.read_at(&mut buf, DATA_OFFSET + offset) {
+                    return Err(self.member_error(source, format!("resync read: {e}")));
+                }
+                for &target in &targets {
+                    let slot = &self.slots[target];
+                    let Some(to) = slot.live_store() else {
+                        continue;
+                    };
+                    self.account(target, IoKind::Write, offset, len);
+                    slot.unflushed.store(true, Ordering::SeqCst);
+                    if let Err(e) = to.write_at(&buf, DATA_OFFSET + offset) {
+                        self.fail_member(target, &format!("resync write error: {e}"));
+                    }
+                }
+                offset += len;
+            }
+        }
+        intent.resynced(region, self.clock.now());
+        tracing::debug!(volume = %self.name, region, "region resynced");
+        Ok(())
+    }
+
+    /// Charge background I/O to the drive model (ledger and queue), without waiting on it.
+    fn account(&self, member: usize, kind: IoKind, offset: u64, len: u64) {
+        let now = self.clock.now();
+        lock(&self.slots[member].drive).submit(now, kind, offset, len);
+    }
+
+    /// Regions still to resync after an unclean stop.
+    pub fn resync_pending(&self) -> usize {
+        self.intent.as_ref().map_or(0, |i| i.resync_pending())
+    }
+
+    /// Background integrity work of one tick: resync some dirty regions, then clear the bits
+    /// of regions idle long enough (flushing the members written since their last flush).
+    pub(super) fn integrity_tick(&self) {
+        let Some(intent) = &self.intent else {
+            return;
+        };
+        let began = Instant::now();
+        while began.elapsed() < RESYNC_BUDGET {
+            let Some(region) = intent.next_to_resync() else {
+                break;
+            };
+            if let Err(e) = self.resync_region(region) {
+                tracing::error!(volume = %self.name, region, error = %e, "resync failed");
+                break;
+            }
+            if intent.resync_pending() == 0 {
+                tracing::info!(volume = %self.name, "resync complete");
+            }
+        }
+        let idle_since = self.clock.now() - CLEAR_AFTER_IDLE_S;
+        if intent.awaiting_flush(idle_since) {
+            if let Err(e) = self.flush() {
+                tracing::warn!(volume = %self.name, error = %e, "flush before clearing bitmap bits failed");
+                return;
+            }
+        }
+        if let Err(e) = intent.clear_idle(idle_since) {
+            tracing::warn!(volume = %self.name, error = %e, "cannot rewrite the write-intent bitmap");
+        }
+    }
+
+    /// A clean stop: every flushed, idle bit can go.
+    pub(super) fn clear_all_intent(&self) {
+        if let Some(intent) = &self.intent {
+            if let Err(e) = intent.clear_idle(f64::INFINITY) {
+                tracing::warn!(volume = %self.name, error = %e, "cannot rewrite the write-intent bitmap");
+            }
+        }
+    }
+
+    /// Compare every copy of every chunk; with `repair`, rewrite the copies that differ from
+    /// (or cannot be read like) the first readable in-sync copy. I/O elsewhere proceeds: only
+    /// the chunk being compared is locked.
+    pub fn scrub(&self, repair: bool) -> Result<ScrubReport, VolumeError> {
+        let mut report = ScrubReport::default();
+        let end = self.layout.member_data_bytes();
+        let mut offset = 0;
+        while offset < end {
+            let len = CHUNK.min(end - offset);
+            for group in self.groups() {
+                self.scrub_chunk(group, offset, len, repair, &mut report)?;
+            }
+            offset += len;
+        }
+        if report.mismatched_chunks > 0 {
+            tracing::warn!(volume = %self.name, ?report, repair, "scrub found copies that differ");
+        } else {
+            tracing::info!(volume = %self.name, ?report, "scrub: copies agree");
+        }
+        Ok(report)
+    }
+
+    fn scrub_chunk(
+        &self,
+        group: usize,
+        offset: u64,
+        len: u64,
+        repair: bool,
+        report: &mut ScrubReport,
+    ) -> Result<(), VolumeError> {
+        let members: Vec<usize> = self
+            .group_members(group)
+            .into_iter()
+            .filter(|&m| self.slots[m].health() == Health::InSync)
+            .collect();
+        if members.len() < 2 {
+            return Ok(());
+        }
+        let _exclusive = self.ranges.acquire(
+            &[Span {
+                group,
+                start: offset,
+                end: offset + len,
+            }],
+            true,
+        );
+        let mut copies = Vec::new();
+        for &m in &members {
+            let Some(store) = self.slots[m].live_store() else {
+                continue;
+            };
+            self.account(m, IoKind::Read, offset, len);
+            let mut buf = vec![0u8; len as usize];
+            match store.read_at(&mut buf, DATA_OFFSET + offset) {
+                Ok(()) => copies.push((m, Some(buf))),
+                Err(e) => {
+                    report.read_errors += 1;
+                    self.slots[m].read_errors.fetch_add(1, Ordering::SeqCst);
+                    tracing::warn!(volume = %self.name, member = m, offset, %e, "scrub read error");
+                    copies.push((m, None));
+                }
+            }
+            report.bytes_compared += len;
+        }
+        let Some(reference) = copies.iter().find_map(|(_, b)| b.clone()) else {
+            return Err(VolumeError::Io {
+                volume: self.name.clone(),
+                problem: format!("scrub: no copy of member bytes {offset}+{len} can be read"),
+            });
+        };
+        let differing: Vec<usize> = copies
+            .iter()
+            .filter(|(_, b)| b.as_ref() != Some(&reference))
+            .map(|(m, _)| *m)
+            .collect();
+        if differing.is_empty() {
+            return Ok(());
+        }
+        report.mismatched_chunks += 1;
+        if !repair {
+            return Ok(());
+        }
+        for m in differing {
+            let slot = &self.slots[m];
+            let Some(store) = slot.live_store() else {
+                continue;
+            };
+            self.account(m, IoKind::Write, offset, len);
+            slot.unflushed.store(true, Ordering::SeqCst);
+            match store.write_at(&reference, DATA_OFFSET + offset) {
+                Ok(()) => report.repaired_chunks += 1,
+                Err(e) => self.fail_member(m, &format!("scrub repair write error: {e}")),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,458 @@
+use super::*;
+use crate::clock::VirtualClock;
+use crate::layout;
+use crate::layout::LayoutKind;
+use crate::policy::PolicySpec;
+use crate::profile::DriveProfile;
+use crate::superblock::{self, DATA_OFFSET};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+/// Member storage in memory that can be told to fail.
+#[derive(Debug)]
+struct MemMember {
+    bytes: Mutex<Vec<u8>>,
+    broken: AtomicBool,
+    /// Every write ("w OFFSET") and flush ("f"), in order.
+    ops: Mutex<Vec<String>>,
+    /// When set, a header write (offset 0) announces itself and waits for a go.
+    header_pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+}
+
+impl MemMember {
+    fn new(size: usize) -> Arc<Self> {
+        Arc::new(Self {
+            bytes: Mutex::new(vec![0; size]),
+            broken: AtomicBool::new(false),
+            ops: Mutex::new(Vec::new()),
+            header_pause: Mutex::new(None),
+        })
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        if self.broken.load(Ordering::SeqCst) {
+            Err(std::io::Error::other("injected failure"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Member for MemMember {
+    fn kind(&self) -> crate::member::MemberKind {
+        crate::member::MemberKind::File
+    }
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+    fn size(&self) -> u64 {
+        lock(&self.bytes).len() as u64
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.check()?;
+        let b = lock(&self.bytes);
+        buf.copy_from_slice(&b[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        self.check()?;
+        if offset == 0 {
+            let pause = lock(&self.header_pause).take();
+            if let Some((entered, go)) = pause {
+                entered.send(()).unwrap();
+                go.recv().unwrap();
+            }
+        }
+        lock(&self.ops).push(format!("w {offset}"));
+        // Half now, half after a yield: lets concurrent writers interleave as on a real disk.
+        let half = data.len() / 2;
+        lock(&self.bytes)[offset as usize..offset as usize + half].copy_from_slice(&data[..half]);
+        std::thread::yield_now();
+        lock(&self.bytes)[offset as usize + half..offset as usize + data.len()]
+            .copy_from_slice(&data[half..]);
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.check()?;
+        lock(&self.ops).push("f".into());
+        Ok(())
+    }
+}
+
+const MEMBER: usize = (DATA_OFFSET as usize) + (1 << 20);
+
+fn volume(kind: LayoutKind, members: &[Arc<MemMember>]) -> Volume {
+    volume_with(kind, dyn_stores(members), None)
+}
+
+fn volume_with(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    identity: Option<Superblock>,
+) -> Volume {
+    let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+    let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+    let slots = stores
+        .into_iter()
+        .map(|store| {
+            let drive = Drive::new(
+                profile.clone(),
+                0,
+                PolicySpec::AlwaysOn.build(48),
+                0.0,
+                Ledger::default(),
+            );
+            MemberSlot::new(Some(store), drive, Health::InSync)
+        })
+        .collect();
+    Volume::new(
+        "t",
+        layout,
+        slots,
+        Arc::new(VirtualClock::new()),
+        None,
+        identity,
+    )
+}
+
+fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+    members
+        .iter()
+        .cloned()
+        .map(|m| m as Arc<dyn Member>)
+        .collect()
+}
+
+fn identity(members: usize) -> Superblock {
+    Superblock {
+        volume: "t".into(),
+        volume_id: "test-volume".into(),
+        layout: LayoutKind::Raid10,
+        members,
+        member_index: 0,
+        stripe_unit: 65536,
+        member_data_bytes: (MEMBER as u64) - DATA_OFFSET,
+        generation: 5,
+        formatted: true,
+        clean: false,
+        data: superblock::MemberData::InSync,
+    }
+}
+
+fn data_of(m: &MemMember) -> Vec<u8> {
+    lock(&m.bytes)[DATA_OFFSET as usize..].to_vec()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn raid10_write_lands_on_both_copies_and_reads_back() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Raid10, &m);
+    let data = pattern(200_000, 1);
+    v.write(12345, &data).unwrap();
+    v.flush().unwrap();
+    let mut back = vec![0; data.len()];
+    v.read(12345, &mut back).unwrap();
+    assert_eq!(back, data);
+    let off = DATA_OFFSET as usize + 12345;
+    assert_eq!(lock(&m[0].bytes)[off..off + data.len()], data[..]);
+    assert_eq!(lock(&m[1].bytes)[off..off + data.len()], data[..]);
+}
+
+#[test]
+fn a_failing_member_degrades_the_volume_without_an_error() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Raid10, &m);
+    m[1].broken.store(true, Ordering::SeqCst);
+    let data = pattern(8192, 2);
+    v.write(0, &data).unwrap();
+    assert!(matches!(v.slot(1).unwrap().health(), Health::Failed { .. }));
+    v.flush().unwrap();
+    let mut back = vec![0; data.len()];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data);
+}
+
+#[test]
+fn a_read_error_falls_back_to_the_mirror() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Raid10, &m);
+    let data = pattern(4096, 3);
+    v.write(65536, &data).unwrap();
+    m[0].broken.store(true, Ordering::SeqCst);
+    m[1].broken.store(false, Ordering::SeqCst);
+    let mut back = vec![0; data.len()];
+    v.read(65536, &mut back).unwrap();
+    assert_eq!(back, data);
+}
+
+#[test]
+fn losing_the_last_copy_is_an_error() {
+    let m = [MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Single, &m);
+    m[0].broken.store(true, Ordering::SeqCst);
+    assert!(v.write(0, &[1; 512]).is_err());
+    assert!(v.flush().is_err());
+}
+
+#[test]
+fn replace_and_rebuild_copies_the_mirror() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Raid10, &m);
+    let data = pattern(300_000, 4);
+    v.write(1000, &data).unwrap();
+    assert!(
+        v.replace_member(1, MemMember::new(MEMBER)).is_err(),
+        "not failed yet"
+    );
+    v.fail_member(1, "test");
+    let fresh = MemMember::new(MEMBER);
+    v.replace_member(1, fresh.clone()).unwrap();
+    // Written while rebuilding: must reach the replacement too.
+    let late = pattern(4096, 5);
+    v.write(900_000, &late).unwrap();
+    while v.rebuild_step(1, 128 * 1024).unwrap().is_some() {}
+    assert_eq!(v.slot(1).unwrap().health(), Health::InSync);
+    let off = DATA_OFFSET as usize;
+    assert_eq!(lock(&fresh.bytes)[off..], lock(&m[0].bytes)[off..]);
+    m[0].broken.store(true, Ordering::SeqCst);
+    let mut back = vec![0; data.len()];
+    v.read(1000, &mut back).unwrap();
+    assert_eq!(back, data, "served by the rebuilt member alone");
+}
+
+#[test]
+fn sleep_and_wake_follow_the_policy() {
+    let m = [MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Single, &m);
+    assert!(matches!(v.sleep(Some(600.0)), SleepOutcome::Declined(r) if r.contains("always-on")));
+    let (state, ready_in) = v.wake();
+    assert_eq!((state, ready_in), (PowerState::Idle, 0.0));
+}
+
+#[test]
+fn a_model_spin_down_is_sent_to_a_real_disk() {
+    use crate::member::{BlockDevice, FileMember, MemberKind, RecordingRunner};
+    let dir = std::env::temp_dir().join(format!("grs-vol-bd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let io =
+        FileMember::open_or_create(MemberKind::Blockdev, &dir.join("d"), MEMBER as u64).unwrap();
+    let runner = Arc::new(RecordingRunner::default());
+    let disk: Arc<dyn Member> = Arc::new(BlockDevice::with_io(io, "/dev/sdz", runner.clone()));
+    let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+    let drive = Drive::new(
+        profile,
+        0,
+        "idle-timeout:1".parse::<PolicySpec>().unwrap().build(48),
+        0.0,
+        Ledger::default(),
+    );
+    let clock = Arc::new(VirtualClock::new());
+    let layout =
+        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+    let v = Volume::new(
+        "bd",
+        layout,
+        vec![MemberSlot::new(Some(disk), drive, Health::InSync)],
+        clock.clone(),
+        None,
+        None,
+    );
+    v.tick();
+    assert!(
+        lock(&runner.calls).is_empty(),
+        "still within the idle timeout"
+    );
+    clock.advance_to(5.0);
+    v.tick();
+    assert_eq!(*lock(&runner.calls), vec!["hdparm -y /dev/sdz".to_string()]);
+    assert_eq!(v.power_state(), PowerState::Standby);
+    v.tick();
+    assert_eq!(lock(&runner.calls).len(), 1, "one spin-down, one command");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hints_are_checked_against_the_volume_size() {
+    let m = [MemMember::new(MEMBER)];
+    let v = volume(LayoutKind::Single, &m);
+    assert_eq!(v.hint(&[(0, 4096), (8192, 4096)]).unwrap(), 2);
+    assert!(v.hint(&[(v.capacity(), 1)]).is_err());
+}
+
+#[test]
+fn overlapping_concurrent_writes_leave_both_copies_identical() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    for round in 0..300u32 {
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let writers: Vec<_> = [1u8, 2u8]
+            .into_iter()
+            .map(|seed| {
+                let (v, start) = (v.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let data = pattern(16384, seed.wrapping_add((round as u8).wrapping_mul(2)));
+                    start.wait();
+                    v.write(4096, &data).unwrap();
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert!(
+            data_of(&m[0]) == data_of(&m[1]),
+            "round {round}: the mirrors differ after two overlapping writes"
+        );
+    }
+}
+
+#[test]
+fn a_concurrent_persist_cannot_bring_a_failed_member_back() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let stores = dyn_stores(&m);
+    let v = Arc::new(volume_with(LayoutKind::Raid10, stores, Some(identity(2))));
+    v.persist_headers().unwrap();
+    // A persist stalls in its header write to member 0 ...
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    *lock(&m[0].header_pause) = Some((entered_tx, go_rx));
+    let persist = {
+        let v = v.clone();
+        std::thread::spawn(move || v.persist_headers())
+    };
+    entered.recv().unwrap();
+    // ... while member 1 fails (its header keeps the old generation) ...
+    let fail = {
+        let v = v.clone();
+        std::thread::spawn(move || v.fail_member(1, "test"))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    go.send(()).unwrap();
+    let _ = persist.join().unwrap();
+    fail.join().unwrap();
+    eprintln!(
+        "ops0 {:?} {:?} {:?}",
+        lock(&m[0].ops),
+        superblock::read(m[0].as_ref()),
+        superblock::read(m[1].as_ref())
+    );
+    // ... then the survivor's header must still carry the newer generation.
+    let h0 = superblock::read(m[0].as_ref()).unwrap().unwrap();
+    let h1 = superblock::read(m[1].as_ref()).unwrap().unwrap();
+    assert!(
+        h0.generation > h1.generation,
+        "member 1 would come back in sync: generations {} and {}",
+        h0.generation,
+        h1.generation
+    );
+}
+
+#[test]
+fn a_rebuild_checkpoint_flushes_the_copied_data_before_the_watermark() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let stores = dyn_stores(&m);
+    let v = volume_with(LayoutKind::Raid10, stores, Some(identity(2)));
+    v.fail_member(1, "test");
+    let fresh = MemMember::new(MEMBER);
+    v.replace_member(1, fresh.clone()).unwrap();
+    v.rebuild_step(1, 128 * 1024).unwrap();
+    lock(&fresh.ops).clear();
+    v.rebuild_step(1, 128 * 1024).unwrap();
+    v.persist_headers().unwrap();
+    let ops = lock(&fresh.ops).clone();
+    let header = ops.iter().position(|o| o == "w 0").expect("a header write");
+    let last_data = ops[..header]
+        .iter()
+        .rposition(|o| o.starts_with("w "))
+        .unwrap();
+    assert!(
+        ops[last_data..header].iter().any(|o| o == "f"),
+        "watermark written before the data under it was flushed: {ops:?}"
+    );
+    assert_eq!(
+        ops.last().map(String::as_str),
+        Some("f"),
+        "header not flushed: {ops:?}"
+    );
+}
+
+#[test]
+fn flush_reaches_only_members_written_since_their_last_flush() {
+    let m: Vec<_> = (0..4).map(|_| MemMember::new(MEMBER)).collect();
+    let v = volume(LayoutKind::Raid10, &m);
+    v.write(0, &pattern(4096, 7)).unwrap(); // first stripe unit: pair 0 only
+    for mm in &m {
+        lock(&mm.ops).clear();
+    }
+    v.flush().unwrap();
+    let flushes: Vec<usize> = m
+        .iter()
+        .map(|mm| lock(&mm.ops).iter().filter(|o| *o == "f").count())
+        .collect();
+    assert_eq!(flushes, vec![1, 1, 0, 0], "flushes per member");
+    v.flush().unwrap();
+    let again: Vec<usize> = m
+        .iter()
+        .map(|mm| lock(&mm.ops).iter().filter(|o| *o == "f").count())
+        .collect();
+    assert_eq!(again, vec![1, 1, 0, 0], "nothing written since: no flush");
+}
+
+#[test]
+fn a_latent_read_error_is_served_from_the_mirror_and_rewritten() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let faulty = Arc::new(FaultyMember::new(m[0].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
+    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let data = pattern(65536, 9);
+    v.write(0, &data).unwrap();
+    v.write(65536 * 2, &data).unwrap();
+    faulty.add_bad_range(DATA_OFFSET + 8192..DATA_OFFSET + 12288);
+    // Member 0 is the first choice for reads (both ready at once).
+    let mut back = vec![0; data.len()];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data, "the caller sees the data");
+    assert_eq!(
+        v.slot(0).unwrap().health(),
+        Health::InSync,
+        "one bad sector does not fail a disk"
+    );
+    assert!(faulty.failed_reads() >= 1, "the error was injected");
+    assert!(
+        faulty.bad_ranges().is_empty(),
+        "the bad range was rewritten"
+    );
+    let mut direct = vec![0; 4096];
+    faulty.read_at(&mut direct, DATA_OFFSET + 8192).unwrap();
+    assert_eq!(direct, data[8192..12288]);
+}
+
+#[test]
+fn a_member_with_too_many_read_errors_is_failed() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let faulty = Arc::new(FaultyMember::new(m[0].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
+    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let mut buf = vec![0; 512];
+    for i in 0..=MAX_READ_ERRORS {
+        faulty.add_bad_range(DATA_OFFSET + 4096 * i..DATA_OFFSET + 4096 * i + 512);
+        // Reads go to whichever copy is readier: read until member 0 served one.
+        for _ in 0..10 {
+            if faulty.failed_reads() > i {
+                break;
+            }
+            v.read(4096 * i, &mut buf).unwrap();
+        }
+        assert_eq!(faulty.failed_reads(), i + 1);
+    }
+    assert_eq!(v.slot(0).unwrap().read_errors(), MAX_READ_ERRORS + 1);
+    assert!(matches!(v.slot(0).unwrap().health(), Health::Failed { .. }));
+}
