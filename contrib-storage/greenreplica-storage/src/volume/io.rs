@@ -107,10 +107,10 @@ impl Volume {
             return Ok(());
         }
         let repaired = self.slots[bad].live_store().map(|store| {
-            self.slots[bad].unflushed.store(true, Ordering::SeqCst);
             store
                 .write_at(piece, DATA_OFFSET + io.member_offset)
                 .and_then(|()| {
+                    self.slots[bad].unflushed.store(true, Ordering::SeqCst);
                     let mut check = vec![0u8; piece.len()];
                     store.read_at(&mut check, DATA_OFFSET + io.member_offset)?;
                     if check == piece {
@@ -171,10 +171,11 @@ impl Volume {
             let piece = &data[io.buf_offset as usize..(io.buf_offset + io.len) as usize];
             let slot = &self.slots[io.member];
             let result = match slot.live_store() {
-                Some(store) => {
-                    slot.unflushed.store(true, Ordering::SeqCst);
-                    store.write_at(piece, DATA_OFFSET + io.member_offset)
-                }
+                // Marked after the write: a flush that took the mark before the data
+                // landed would otherwise leave it unflushed and unmarked.
+                Some(store) => store
+                    .write_at(piece, DATA_OFFSET + io.member_offset)
+                    .inspect(|()| slot.unflushed.store(true, Ordering::SeqCst)),
                 None => Err(std::io::Error::other("member has no storage")),
             };
             match result {

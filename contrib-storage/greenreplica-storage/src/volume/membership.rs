@@ -136,9 +136,9 @@ impl Volume {
         }
         from.read_at(&mut buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(source, format!("rebuild read: {e}")))?;
-        slot.unflushed.store(true, Ordering::SeqCst);
         to.write_at(&buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
+        slot.unflushed.store(true, Ordering::SeqCst);
         let watermark = watermark + len;
         {
             let mut health = lock(&slot.health);

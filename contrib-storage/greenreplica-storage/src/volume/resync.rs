@@ -98,9 +98,9 @@ impl Volume {
                         continue;
                     };
                     self.account(target, IoKind::Write, offset, len);
-                    slot.unflushed.store(true, Ordering::SeqCst);
-                    if let Err(e) = to.write_at(&buf, DATA_OFFSET + offset) {
-                        self.fail_member(target, &format!("resync write error: {e}"));
+                    match to.write_at(&buf, DATA_OFFSET + offset) {
+                        Ok(()) => slot.unflushed.store(true, Ordering::SeqCst),
+                        Err(e) => self.fail_member(target, &format!("resync write error: {e}")),
                     }
                 }
                 offset += len;
@@ -250,9 +250,11 @@ impl Volume {
                 continue;
             };
             self.account(m, IoKind::Write, offset, len);
-            slot.unflushed.store(true, Ordering::SeqCst);
             match store.write_at(&reference, DATA_OFFSET + offset) {
-                Ok(()) => report.repaired_chunks += 1,
+                Ok(()) => {
+                    slot.unflushed.store(true, Ordering::SeqCst);
+                    report.repaired_chunks += 1;
+                }
                 Err(e) => self.fail_member(m, &format!("scrub repair write error: {e}")),
             }
         }

@@ -17,7 +17,11 @@ struct MemMember {
     ops: Mutex<Vec<String>>,
     /// When set, a header write (offset 0) announces itself and waits for a go.
     header_pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+    /// When set, a read at this offset announces itself and waits for a go (a slow disk).
+    read_pause: Mutex<Option<ReadPause>>,
 }
+
+type ReadPause = (u64, mpsc::Sender<()>, mpsc::Receiver<()>);
 
 impl MemMember {
     fn new(size: usize) -> Arc<Self> {
@@ -26,6 +30,7 @@ impl MemMember {
             broken: AtomicBool::new(false),
             ops: Mutex::new(Vec::new()),
             header_pause: Mutex::new(None),
+            read_pause: Mutex::new(None),
         })
     }
 
@@ -50,6 +55,18 @@ impl Member for MemMember {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         self.check()?;
+        let pause = {
+            let mut p = lock(&self.read_pause);
+            if matches!(&*p, Some((at, _, _)) if *at == offset) {
+                p.take()
+            } else {
+                None
+            }
+        };
+        if let Some((_, entered, go)) = pause {
+            entered.send(()).unwrap();
+            go.recv().unwrap();
+        }
         let b = lock(&self.bytes);
         buf.copy_from_slice(&b[offset as usize..offset as usize + buf.len()]);
         Ok(())
@@ -455,4 +472,90 @@ fn a_member_with_too_many_read_errors_is_failed() {
     }
     assert_eq!(v.slot(0).unwrap().read_errors(), MAX_READ_ERRORS + 1);
     assert!(matches!(v.slot(0).unwrap().health(), Health::Failed { .. }));
+}
+
+#[test]
+fn a_rebuild_holds_up_only_the_chunk_it_copies() {
+    use std::time::Duration;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    v.write(0, &pattern(4 * 65536, 1)).unwrap();
+    v.fail_member(1, "test");
+    let fresh = MemMember::new(MEMBER);
+    v.replace_member(1, fresh.clone()).unwrap();
+    // The rebuild's read of its first chunk stalls (a slow disk, a spin-up) ...
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    *lock(&m[0].read_pause) = Some((DATA_OFFSET, entered_tx, go_rx));
+    let rebuild = {
+        let v = v.clone();
+        std::thread::spawn(move || v.rebuild_step(1, 128 * 1024))
+    };
+    entered.recv().unwrap();
+    // ... I/O elsewhere goes on meanwhile ...
+    let (elsewhere_tx, elsewhere) = mpsc::channel();
+    {
+        let v = v.clone();
+        std::thread::spawn(move || {
+            v.write(512 * 1024, &pattern(4096, 2)).unwrap();
+            let mut back = vec![0; 4096];
+            v.read(256 * 1024, &mut back).unwrap();
+            elsewhere_tx.send(()).unwrap();
+        });
+    }
+    let elsewhere_done = elsewhere.recv_timeout(Duration::from_secs(5));
+    // ... while a write into the chunk being copied waits for the copy.
+    let (inside_tx, inside) = mpsc::channel();
+    {
+        let v = v.clone();
+        std::thread::spawn(move || {
+            v.write(4096, &pattern(4096, 3)).unwrap();
+            inside_tx.send(()).unwrap();
+        });
+    }
+    let inside_early = inside.recv_timeout(Duration::from_millis(200));
+    go.send(()).unwrap();
+    rebuild.join().unwrap().unwrap();
+    inside.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(
+        elsewhere_done.is_ok(),
+        "I/O outside the chunk being copied waited for the rebuild"
+    );
+    assert!(
+        inside_early.is_err(),
+        "a write into the chunk being copied did not wait for it"
+    );
+    while v.rebuild_step(1, 128 * 1024).unwrap().is_some() {}
+    assert!(data_of(&m[0]) == data_of(&fresh), "the rebuilt copy differs");
+}
+
+#[test]
+fn scrub_reports_differing_copies_and_repairs_them() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let faulty = Arc::new(FaultyMember::new(m[1].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![m[0].clone(), faulty.clone()];
+    let v = volume_with(LayoutKind::Raid10, stores, None);
+    v.write(0, &pattern(MEMBER - DATA_OFFSET as usize, 5))
+        .unwrap();
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+    // Silent corruption in one chunk, a latent sector error in another.
+    let off = DATA_OFFSET as usize + 300_000;
+    lock(&m[1].bytes)[off..off + 10].copy_from_slice(&[0xee; 10]);
+    faulty.add_bad_range(DATA_OFFSET + (1 << 20) - 4096..DATA_OFFSET + (1 << 20));
+    let check = v.scrub(false).unwrap();
+    assert_eq!(check.mismatched_chunks, 1, "{check:?}");
+    assert_eq!(check.repaired_chunks, 0);
+    assert!(
+        data_of(&m[0]) != data_of(&m[1]),
+        "check only: nothing rewritten"
+    );
+    let repair = v.scrub(true).unwrap();
+    assert_eq!(repair.mismatched_chunks, 1, "{repair:?}");
+    assert_eq!(repair.repaired_chunks, 1);
+    assert!(
+        data_of(&m[0]) == data_of(&m[1]),
+        "repaired from the first copy"
+    );
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
 }
