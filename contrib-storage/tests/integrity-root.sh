@@ -199,6 +199,24 @@ else
 	fail "fio verifies the data written before the crashes" "$(tail -3 "$WORK/fio.log")"
 fi
 
+# Silent corruption of one copy: scrub --check-only reports it, scrub repairs it.
+fsfreeze -f "$MNT"
+printf 'corrupted-by-the-test' | dd of="$M1" bs=1 seek=$((1048576 + 40 * 1048576 + 123)) conv=notrunc status=none
+fsfreeze -u "$MNT"
+checked=$(grs scrub int --check-only 2>&1)
+if [ "$(echo "$checked" | jq -r '.report.mismatched_chunks' 2>/dev/null)" = "1" ] &&
+	[ "$(echo "$checked" | jq -r '.report.repaired_chunks')" = "0" ]; then
+	pass "scrub --check-only reports the one corrupted chunk and leaves it"
+else
+	fail "scrub --check-only reports the one corrupted chunk and leaves it" "$checked"
+fi
+repaired=$(grs scrub int 2>&1)
+if [ "$(echo "$repaired" | jq -r '.report.repaired_chunks' 2>/dev/null)" = "1" ] && mirrors_identical; then
+	pass "scrub repairs it from the first copy: both mirrors identical again"
+else
+	fail "scrub repairs it from the first copy" "$repaired"
+fi
+
 # A clean stop, then both copies are a clean ext4 and identical.
 kill -TERM "$AGENT_PID"
 if wait "$AGENT_PID"; then

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use crate::clock::Clock;
-use crate::config::{MemberConfig, TemplateConfig, VolumeConfig};
+use crate::config::{MemberConfig, Size, TemplateConfig, VolumeConfig};
 use crate::drive::Drive;
 use crate::layout::{self, LayoutKind};
 use crate::ledger_store;
@@ -16,7 +16,9 @@ use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
 use crate::superblock::{self, MemberData, Superblock, SuperblockError, DATA_OFFSET};
 use crate::trace::TraceRecorder;
-use crate::volume::{bitmap_region_bytes, Health, MemberSlot, Recovered, Volume, WriteIntent};
+use crate::volume::{
+    bitmap_region_bytes, Health, IntegritySettings, MemberSlot, Recovered, Volume, WriteIntent,
+};
 
 #[derive(Debug, Clone)]
 pub struct MemberSpec {
@@ -38,8 +40,15 @@ pub struct VolumeSpec {
     pub rebuild_mb_s: f64,
     /// Write-intent bitmap region (member bytes per bit), before rounding.
     pub bitmap_region: u64,
+    pub integrity: IntegritySettings,
     pub trace: Option<PathBuf>,
     pub members: Vec<MemberSpec>,
+}
+
+fn region_or_default(size: Option<&Size>) -> Result<u64> {
+    size.map_or(Ok(DEFAULT_BITMAP_REGION), |s| {
+        s.bytes().map_err(anyhow::Error::msg)
+    })
 }
 
 /// Default write-intent region: small enough that a resync after a crash copies little,
@@ -117,7 +126,11 @@ impl VolumeSpec {
             policy: v.policy.clone(),
             start_stop_budget_per_day: v.start_stop_budget_per_day,
             rebuild_mb_s: v.rebuild_mb_s,
-            bitmap_region: DEFAULT_BITMAP_REGION,
+            bitmap_region: region_or_default(v.bitmap_region.as_ref())?,
+            integrity: IntegritySettings {
+                rebuild_min_mb_s: v.rebuild_min_mb_s,
+                scrub_interval_s: v.scrub_interval_hours.map(|h| h * 3600.0),
+            },
             trace: v.trace.clone(),
             members: v
                 .members
@@ -136,7 +149,11 @@ impl VolumeSpec {
             policy: t.policy.clone(),
             start_stop_budget_per_day: t.start_stop_budget_per_day,
             rebuild_mb_s: t.rebuild_mb_s,
-            bitmap_region: DEFAULT_BITMAP_REGION,
+            bitmap_region: region_or_default(t.bitmap_region.as_ref())?,
+            integrity: IntegritySettings {
+                rebuild_min_mb_s: t.rebuild_min_mb_s,
+                scrub_interval_s: t.scrub_interval_hours.map(|h| h * 3600.0),
+            },
             trace: None,
             members: (0..t.members)
                 .map(|i| MemberSpec {
@@ -340,7 +357,8 @@ pub fn assemble(
     let member_data_bytes = layout.member_data_bytes();
     let was_clean = identity.clean;
     let volume_id = identity.volume_id.clone();
-    let mut volume = Volume::new(name, layout, slots, clock, recorder, Some(identity));
+    let mut volume = Volume::new(name, layout, slots, clock, recorder, Some(identity))
+        .with_integrity(spec.integrity.clone());
     if volume.layout().mirror_of(0).is_some() {
         let intent = open_write_intent(spec, state_dir, &volume_id, member_data_bytes, was_clean)?;
         volume = volume.with_write_intent(intent);
@@ -409,6 +427,7 @@ mod tests {
             start_stop_budget_per_day: 48,
             rebuild_mb_s: 100.0,
             bitmap_region: 1 << 20,
+            integrity: IntegritySettings::default(),
             trace: None,
             members: (0..members)
                 .map(|i| MemberSpec {

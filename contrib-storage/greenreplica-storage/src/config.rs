@@ -96,6 +96,9 @@ fn default_budget() -> u32 {
 fn default_rebuild_mb_s() -> f64 {
     50.0
 }
+fn default_rebuild_min_mb_s() -> f64 {
+    5.0
+}
 fn default_filesystem() -> String {
     "ext4".into()
 }
@@ -179,6 +182,13 @@ pub struct VolumeConfig {
     pub trace: Option<PathBuf>,
     #[serde(default = "default_rebuild_mb_s")]
     pub rebuild_mb_s: f64,
+    /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
+    #[serde(default = "default_rebuild_min_mb_s")]
+    pub rebuild_min_mb_s: f64,
+    /// Member bytes per write-intent bit (default 4 MiB).
+    pub bitmap_region: Option<Size>,
+    /// Compare and repair the mirrors this often (default: only on request).
+    pub scrub_interval_hours: Option<f64>,
     pub export: ExportConfig,
     #[serde(rename = "member")]
     pub members: Vec<MemberConfig>,
@@ -202,6 +212,13 @@ pub struct TemplateConfig {
     pub start_stop_budget_per_day: u32,
     #[serde(default = "default_rebuild_mb_s")]
     pub rebuild_mb_s: f64,
+    /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
+    #[serde(default = "default_rebuild_min_mb_s")]
+    pub rebuild_min_mb_s: f64,
+    /// Member bytes per write-intent bit (default 4 MiB).
+    pub bitmap_region: Option<Size>,
+    /// Compare and repair the mirrors this often (default: only on request).
+    pub scrub_interval_hours: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -311,6 +328,13 @@ impl Config {
                 vol.stripe_unit,
                 vol.rebuild_mb_s,
             )?;
+            self.check_integrity(
+                &key,
+                vol.rebuild_mb_s,
+                vol.rebuild_min_mb_s,
+                vol.bitmap_region.as_ref(),
+                vol.scrub_interval_hours,
+            )?;
             if !vol.export.mount_point.is_absolute() {
                 return Err(self.invalid(key("export.mount_point"), "must be an absolute path"));
             }
@@ -381,6 +405,13 @@ impl Config {
                 tpl.stripe_unit,
                 tpl.rebuild_mb_s,
             )?;
+            self.check_integrity(
+                &key,
+                tpl.rebuild_mb_s,
+                tpl.rebuild_min_mb_s,
+                tpl.bitmap_region.as_ref(),
+                tpl.scrub_interval_hours,
+            )?;
             if tpl.member_kind == MemberKind::Blockdev {
                 return Err(self.invalid(
                     key("member_kind"),
@@ -428,6 +459,39 @@ impl Config {
         }
         if !(rebuild_mb_s.is_finite() && rebuild_mb_s > 0.0) {
             return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));
+        }
+        Ok(())
+    }
+
+    fn check_integrity(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        rebuild_mb_s: f64,
+        rebuild_min_mb_s: f64,
+        bitmap_region: Option<&Size>,
+        scrub_interval_hours: Option<f64>,
+    ) -> Result<(), ConfigError> {
+        if !(rebuild_min_mb_s.is_finite() && rebuild_min_mb_s > 0.0)
+            || rebuild_min_mb_s > rebuild_mb_s
+        {
+            return Err(self.invalid(
+                key("rebuild_min_mb_s"),
+                format!("must be > 0 and at most rebuild_mb_s ({rebuild_mb_s})"),
+            ));
+        }
+        if let Some(region) = bitmap_region {
+            let bytes = region
+                .bytes()
+                .map_err(|p| self.invalid(key("bitmap_region"), p))?;
+            if bytes < 4096 || !bytes.is_multiple_of(4096) {
+                return Err(self.invalid(
+                    key("bitmap_region"),
+                    "must be a multiple of 4 KiB (at least 4 KiB)",
+                ));
+            }
+        }
+        if scrub_interval_hours.is_some_and(|h| !(h.is_finite() && h > 0.0)) {
+            return Err(self.invalid(key("scrub_interval_hours"), "must be > 0"));
         }
         Ok(())
     }
@@ -531,5 +595,20 @@ profile = "test-fast"
         assert_eq!(parse_size("1G").unwrap(), 1 << 30);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn integrity_settings_are_checked() {
+        let with = |line: &str| MINIMAL.replace("policy = \"idle-timeout:60\"", line);
+        let c = Config::parse(
+            &with("rebuild_min_mb_s = 2\nbitmap_region = \"8MiB\"\nscrub_interval_hours = 168"),
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(c.volumes[0].rebuild_min_mb_s, 2.0);
+        assert_eq!(c.volumes[0].scrub_interval_hours, Some(168.0));
+        assert!(err(&with("rebuild_min_mb_s = 500")).contains("rebuild_min_mb_s"));
+        assert!(err(&with("bitmap_region = 1000")).contains("bitmap_region"));
+        assert!(err(&with("scrub_interval_hours = 0")).contains("scrub_interval_hours"));
     }
 }

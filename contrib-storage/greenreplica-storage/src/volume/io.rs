@@ -23,6 +23,7 @@ impl Volume {
     }
 
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), VolumeError> {
+        self.foreground.fetch_add(1, Ordering::Relaxed);
         let started = self.clock.now();
         let len = buf.len() as u64;
         let regions = self.regions_of(offset, len);
@@ -142,6 +143,7 @@ impl Volume {
     /// Write to every live copy; succeeds only if every piece reached at least one member
     /// that holds valid data (members that fail are dropped from the array).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), VolumeError> {
+        self.foreground.fetch_add(1, Ordering::Relaxed);
         let started = self.clock.now();
         let len = data.len() as u64;
         let regions = self.regions_of(offset, len);

@@ -99,6 +99,24 @@ impl MemberSlot {
     }
 }
 
+/// Background integrity work settings (from the volume's configuration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegritySettings {
+    /// Rebuild rate while foreground I/O is going on (MD's speed_limit_min), MB/s.
+    pub rebuild_min_mb_s: f64,
+    /// Scrub every copy this often (None: only on request).
+    pub scrub_interval_s: Option<f64>,
+}
+
+impl Default for IntegritySettings {
+    fn default() -> Self {
+        Self {
+            rebuild_min_mb_s: 5.0,
+            scrub_interval_s: None,
+        }
+    }
+}
+
 /// Result of a client's sleep request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SleepOutcome {
@@ -120,6 +138,11 @@ pub struct Volume {
     headers: Mutex<()>,
     /// Write-intent bitmap (None in virtual time and for unmirrored volumes' replays).
     intent: Option<WriteIntent>,
+    integrity: IntegritySettings,
+    /// Foreground requests served so far (a rebuild slows down while it moves).
+    foreground: AtomicU64,
+    /// The periodic scrub's progress.
+    scrub_run: Mutex<resync::ScrubRun>,
     hints: Mutex<Vec<(u64, u64)>>,
     recorder: Option<TraceRecorder>,
     /// The header template written to members (None in virtual time).
@@ -144,6 +167,9 @@ impl Volume {
             ranges: RangeLocks::default(),
             headers: Mutex::new(()),
             intent: None,
+            integrity: IntegritySettings::default(),
+            foreground: AtomicU64::new(0),
+            scrub_run: Mutex::new(resync::ScrubRun::default()),
             hints: Mutex::new(Vec::new()),
             recorder,
             identity: Mutex::new(identity),
@@ -155,6 +181,20 @@ impl Volume {
     pub fn with_write_intent(mut self, intent: WriteIntent) -> Self {
         self.intent = Some(intent);
         self
+    }
+
+    pub fn with_integrity(mut self, settings: IntegritySettings) -> Self {
+        self.integrity = settings;
+        self
+    }
+
+    pub fn integrity(&self) -> &IntegritySettings {
+        &self.integrity
+    }
+
+    /// Foreground requests served so far.
+    pub fn foreground_requests(&self) -> u64 {
+        self.foreground.load(Ordering::Relaxed)
     }
 
     pub fn write_intent(&self) -> Option<&WriteIntent> {
@@ -479,6 +519,7 @@ impl Volume {
             "ledger": total,
             "hints": self.hints().len(),
             "resync_pending_regions": self.resync_pending(),
+            "last_scrub": self.last_scrub(),
             "bitmap_dirty_regions": self.intent.as_ref().map(|i| i.dirty_regions()),
             "members": members,
         })

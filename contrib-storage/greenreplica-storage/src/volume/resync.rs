@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::bitmap::CLEAR_AFTER_IDLE_S;
 use super::{Health, Span, Volume, VolumeError};
+use crate::power_state::PowerState;
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
@@ -17,6 +18,17 @@ use crate::sync::lock;
 const CHUNK: u64 = 1 << 20;
 /// Resync work done per tick before the tick returns (the rest waits for the next one).
 const RESYNC_BUDGET: Duration = Duration::from_millis(50);
+
+/// Progress of the periodic scrub, done a little per tick while the members are awake.
+#[derive(Debug, Default)]
+pub struct ScrubRun {
+    /// Next member offset to compare, while a run is going on.
+    cursor: Option<u64>,
+    report: ScrubReport,
+    /// When the next run is due (None: not scheduled yet).
+    next_due: Option<f64>,
+    last: Option<(f64, ScrubReport)>,
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ScrubReport {
@@ -125,6 +137,7 @@ impl Volume {
     /// Background integrity work of one tick: resync some dirty regions, then clear the bits
     /// of regions idle long enough (flushing the members written since their last flush).
     pub(super) fn integrity_tick(&self) {
+        self.scrub_tick();
         let Some(intent) = &self.intent else {
             return;
         };
@@ -151,6 +164,63 @@ impl Volume {
         if let Err(e) = intent.clear_idle(idle_since) {
             tracing::warn!(volume = %self.name, error = %e, "cannot rewrite the write-intent bitmap");
         }
+    }
+
+    /// The periodic scrub: start a run when one is due, then compare a few chunks per tick,
+    /// but never wake a sleeping disk for it.
+    fn scrub_tick(&self) {
+        let Some(interval) = self.integrity.scrub_interval_s else {
+            return;
+        };
+        let now = self.clock.now();
+        let mut run = lock(&self.scrub_run);
+        let due = *run.next_due.get_or_insert(now + interval);
+        if run.cursor.is_none() {
+            if now < due {
+                return;
+            }
+            run.cursor = Some(0);
+            run.report = ScrubReport::default();
+            tracing::info!(volume = %self.name, "periodic scrub started");
+        }
+        if matches!(
+            self.power_state(),
+            PowerState::Standby | PowerState::SpinningDown | PowerState::SpinningUp
+        ) {
+            return;
+        }
+        let end = self.layout.member_data_bytes();
+        let began = Instant::now();
+        while let Some(offset) = run.cursor {
+            if offset >= end {
+                let report = std::mem::take(&mut run.report);
+                tracing::info!(volume = %self.name, ?report, "periodic scrub finished");
+                run.last = Some((now, report));
+                run.cursor = None;
+                run.next_due = Some(now + interval);
+                break;
+            }
+            if began.elapsed() >= RESYNC_BUDGET {
+                break;
+            }
+            let len = CHUNK.min(end - offset);
+            let mut report = std::mem::take(&mut run.report);
+            for group in self.groups() {
+                if let Err(e) = self.scrub_chunk(group, offset, len, true, &mut report) {
+                    tracing::error!(volume = %self.name, offset, error = %e, "periodic scrub");
+                }
+            }
+            run.report = report;
+            run.cursor = Some(offset + len);
+        }
+    }
+
+    /// When the last periodic scrub finished and what it found.
+    pub fn last_scrub(&self) -> Option<serde_json::Value> {
+        let run = lock(&self.scrub_run);
+        run.last
+            .as_ref()
+            .map(|(at, report)| serde_json::json!({"finished_at_s": at, "report": report}))
     }
 
     /// A clean stop: every flushed, idle bit can go.

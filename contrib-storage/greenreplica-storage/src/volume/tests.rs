@@ -107,6 +107,15 @@ fn volume_with(
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
 ) -> Volume {
+    volume_clocked(kind, stores, identity, Arc::new(VirtualClock::new()))
+}
+
+fn volume_clocked(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    identity: Option<Superblock>,
+    clock: Arc<VirtualClock>,
+) -> Volume {
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
     let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
     let slots = stores
@@ -122,14 +131,7 @@ fn volume_with(
             MemberSlot::new(Some(store), drive, Health::InSync)
         })
         .collect();
-    Volume::new(
-        "t",
-        layout,
-        slots,
-        Arc::new(VirtualClock::new()),
-        None,
-        identity,
-    )
+    Volume::new("t", layout, slots, clock, None, identity)
 }
 
 fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
@@ -526,7 +528,10 @@ fn a_rebuild_holds_up_only_the_chunk_it_copies() {
         "a write into the chunk being copied did not wait for it"
     );
     while v.rebuild_step(1, 128 * 1024).unwrap().is_some() {}
-    assert!(data_of(&m[0]) == data_of(&fresh), "the rebuilt copy differs");
+    assert!(
+        data_of(&m[0]) == data_of(&fresh),
+        "the rebuilt copy differs"
+    );
 }
 
 #[test]
@@ -558,4 +563,35 @@ fn scrub_reports_differing_copies_and_repairs_them() {
         "repaired from the first copy"
     );
     assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
+
+#[test]
+fn the_periodic_scrub_repairs_a_silent_difference_when_due() {
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let clock = Arc::new(VirtualClock::new());
+    let v = volume_clocked(LayoutKind::Raid10, dyn_stores(&m), None, clock.clone()).with_integrity(
+        IntegritySettings {
+            scrub_interval_s: Some(3600.0),
+            ..IntegritySettings::default()
+        },
+    );
+    v.write(0, &pattern(65536, 8)).unwrap();
+    let off = DATA_OFFSET as usize + 100;
+    lock(&m[1].bytes)[off] ^= 0xff;
+    v.tick();
+    clock.advance_to(1800.0);
+    v.tick();
+    assert!(data_of(&m[0]) != data_of(&m[1]), "not due yet");
+    assert!(v.last_scrub().is_none());
+    clock.advance_to(3601.0);
+    for _ in 0..10 {
+        v.tick();
+    }
+    assert!(
+        data_of(&m[0]) == data_of(&m[1]),
+        "repaired by the periodic scrub"
+    );
+    let last = v.last_scrub().expect("a finished run");
+    assert_eq!(last["report"]["mismatched_chunks"], 1, "{last}");
+    assert_eq!(last["report"]["repaired_chunks"], 1, "{last}");
 }
