@@ -380,6 +380,13 @@ impl Volume {
                 tracing::debug!(volume = %self.name, member = i, ?event, "power transition");
                 if let PowerEvent::SpinDownStarted { .. } = event {
                     if let Some(store) = slot.live_store() {
+                        // Flush while it still spins, so no later FLUSH CACHE wakes it.
+                        if slot.unflushed.swap(false, Ordering::SeqCst) {
+                            if let Err(e) = store.flush() {
+                                self.fail_member(i, &format!("flush before spin-down: {e}"));
+                                continue;
+                            }
+                        }
                         if let Err(e) = store.spin_down() {
                             tracing::warn!(volume = %self.name, member = i, error = %e, "spin-down command failed");
                         }

@@ -595,3 +595,37 @@ fn the_periodic_scrub_repairs_a_silent_difference_when_due() {
     assert_eq!(last["report"]["mismatched_chunks"], 1, "{last}");
     assert_eq!(last["report"]["repaired_chunks"], 1, "{last}");
 }
+
+#[test]
+fn a_disk_spun_down_with_nothing_dirty_gets_no_flush() {
+    let m = [MemMember::new(MEMBER)];
+    let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+    let drive = Drive::new(
+        profile,
+        0,
+        "idle-timeout:1".parse::<PolicySpec>().unwrap().build(48),
+        0.0,
+        Ledger::default(),
+    );
+    let clock = Arc::new(VirtualClock::new());
+    let layout =
+        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+    let store: Arc<dyn Member> = m[0].clone();
+    let v = Volume::new(
+        "sd",
+        layout,
+        vec![MemberSlot::new(Some(store), drive, Health::InSync)],
+        clock.clone(),
+        None,
+        None,
+    );
+    v.write(0, &pattern(4096, 1)).unwrap();
+    clock.advance_to(30.0);
+    v.tick();
+    assert_eq!(v.power_state(), PowerState::Standby);
+    let flushes_before = lock(&m[0].ops).iter().filter(|o| *o == "f").count();
+    assert_eq!(flushes_before, 1, "written data flushed before the spin-down");
+    v.flush().unwrap();
+    let flushes = lock(&m[0].ops).iter().filter(|o| *o == "f").count();
+    assert_eq!(flushes, flushes_before, "a FLUSH CACHE would wake the disk");
+}
