@@ -383,12 +383,12 @@ fn open_write_intent(
     let region = bitmap_region_bytes(member_data_bytes, spec.bitmap_region);
     let regions = member_data_bytes.div_ceil(region);
     let path = state_dir.join(format!("{name}.write-intent"));
-    let file = FileMember::open_or_create(
-        MemberKind::File,
-        &path,
-        crate::volume::bitmap_file_bytes(regions),
-    )
-    .with_context(|| format!("volume {name}: write-intent bitmap"))?;
+    let bytes = crate::volume::bitmap_file_bytes(regions);
+    // A bitmap of another geometry (smaller) is useless: start a new one (recover() then
+    // finds no valid bitmap, so an unclean volume is resynced in full).
+    let file = FileMember::open_or_create(MemberKind::File, &path, bytes)
+        .or_else(|_| FileMember::recreate(MemberKind::File, &path, bytes))
+        .with_context(|| format!("volume {name}: write-intent bitmap {}", path.display()))?;
     let intent = WriteIntent::new(Arc::new(file), volume_id, region, member_data_bytes);
     let dirty = match intent.recover() {
         Recovered::Bits(bits) => bits,
@@ -577,6 +577,38 @@ mod tests {
         let mut buf = [0u8; 8];
         v.read(0, &mut buf).unwrap();
         assert_eq!(&buf, b"survives");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unclean_stop_with_no_usable_bitmap_resyncs_every_region() {
+        use std::os::unix::fs::FileExt;
+        let dir = tmp("nobitmap");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        v.set_identity_flags(true, false).unwrap();
+        drop(v);
+        // A region never written: its bit is clear, but the bitmap is gone.
+        let m1 = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("m1.img"))
+            .unwrap();
+        m1.write_all_at(&[3u8; 512], DATA_OFFSET + (5 << 20))
+            .unwrap();
+        drop(m1);
+        std::fs::remove_file(dir.join("v.write-intent")).unwrap();
+        let v = open(&s, &dir).unwrap();
+        assert!(v.resync_pending() > 0);
+        for _ in 0..100 {
+            v.tick();
+        }
+        assert_eq!(v.resync_pending(), 0);
+        drop(v);
+        assert!(member_data(&dir.join("m0.img")) == member_data(&dir.join("m1.img")));
+        // A bitmap of another geometry is replaced, not an error.
+        let mut finer = s.clone();
+        finer.bitmap_region = 64 << 10;
+        drop(open(&finer, &dir).unwrap());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -5,11 +5,27 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use super::{Health, Volume, VolumeError, MAX_READ_ERRORS};
-use crate::layout::MemberIo;
+use crate::layout::{LayoutError, MemberIo};
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
 
 impl Volume {
+    /// Requests beyond the volume are refused before anything is mapped or locked.
+    fn check_range(&self, offset: u64, len: u64) -> Result<(), VolumeError> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.capacity())
+        {
+            return Err(LayoutError::OutOfRange {
+                offset,
+                len,
+                size: self.capacity(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Bitmap regions touched by volume bytes `offset..offset+len`.
     fn regions_of(&self, offset: u64, len: u64) -> Vec<u64> {
         let Some(intent) = &self.intent else {
@@ -26,6 +42,7 @@ impl Volume {
         self.foreground.fetch_add(1, Ordering::Relaxed);
         let started = self.clock.now();
         let len = buf.len() as u64;
+        self.check_range(offset, len)?;
         let regions = self.regions_of(offset, len);
         self.resync_before_use(&regions)?;
         let spans = self.spans_of(offset, len);
@@ -146,6 +163,7 @@ impl Volume {
         self.foreground.fetch_add(1, Ordering::Relaxed);
         let started = self.clock.now();
         let len = data.len() as u64;
+        self.check_range(offset, len)?;
         let regions = self.regions_of(offset, len);
         self.resync_before_use(&regions)?;
         let spans = self.spans_of(offset, len);

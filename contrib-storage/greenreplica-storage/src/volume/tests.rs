@@ -624,7 +624,10 @@ fn a_disk_spun_down_with_nothing_dirty_gets_no_flush() {
     v.tick();
     assert_eq!(v.power_state(), PowerState::Standby);
     let flushes_before = lock(&m[0].ops).iter().filter(|o| *o == "f").count();
-    assert_eq!(flushes_before, 1, "written data flushed before the spin-down");
+    assert_eq!(
+        flushes_before, 1,
+        "written data flushed before the spin-down"
+    );
     v.flush().unwrap();
     let flushes = lock(&m[0].ops).iter().filter(|o| *o == "f").count();
     assert_eq!(flushes, flushes_before, "a FLUSH CACHE would wake the disk");
