@@ -11,7 +11,7 @@ use crate::config::{MemberConfig, Size, TemplateConfig, VolumeConfig};
 use crate::drive::Drive;
 use crate::layout::{self, LayoutKind};
 use crate::ledger_store;
-use crate::member::{BlockDevice, CommandRunner, FileMember, Member, MemberKind};
+use crate::member::{BlockDevice, CommandRunner, FaultyMember, FileMember, Member, MemberKind};
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
 use crate::superblock::{self, MemberData, Superblock, SuperblockError, DATA_OFFSET};
@@ -27,6 +27,8 @@ pub struct MemberSpec {
     pub size: Option<u64>,
     pub profile: String,
     pub standby_mode: Option<String>,
+    /// Member data ranges whose reads fail until written (fault injection for tests).
+    pub inject_read_errors: Vec<(u64, u64)>,
 }
 
 /// Everything needed to assemble a volume, from the config file or a template.
@@ -68,19 +70,29 @@ impl MemberSpec {
                 .map_err(anyhow::Error::msg)?,
             profile: m.profile.clone(),
             standby_mode: m.standby_mode.clone(),
+            inject_read_errors: m.inject_read_errors.clone(),
         })
     }
 
     /// Open (or create) the member's storage.
     pub fn open(&self, runner: &Arc<dyn CommandRunner>) -> Result<Arc<dyn Member>> {
-        Ok(match self.kind {
+        let store: Arc<dyn Member> = match self.kind {
             MemberKind::Blockdev => Arc::new(BlockDevice::open(&self.path, runner.clone())?),
             kind => Arc::new(FileMember::open_or_create(
                 kind,
                 &self.path,
                 self.size.unwrap_or(0),
             )?),
-        })
+        };
+        if self.inject_read_errors.is_empty() {
+            return Ok(store);
+        }
+        tracing::warn!(member = %self.path.display(), ranges = ?self.inject_read_errors, "fault injection: reads of these member data ranges fail until written");
+        let faulty = FaultyMember::new(store);
+        for &(offset, len) in &self.inject_read_errors {
+            faulty.add_bad_range(DATA_OFFSET + offset..DATA_OFFSET + offset + len);
+        }
+        Ok(Arc::new(faulty))
     }
 
     /// Fresh storage for a replacement (files are recreated empty).
@@ -162,6 +174,7 @@ impl VolumeSpec {
                     size: Some(size),
                     profile: t.profile.clone(),
                     standby_mode: None,
+                    inject_read_errors: Vec::new(),
                 })
                 .collect(),
         })
@@ -436,6 +449,7 @@ mod tests {
                     size: Some(8 << 20),
                     profile: "test-fast".into(),
                     standby_mode: None,
+                    inject_read_errors: Vec::new(),
                 })
                 .collect(),
         }

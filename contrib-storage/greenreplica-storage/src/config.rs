@@ -150,6 +150,10 @@ pub struct MemberConfig {
     pub profile: String,
     /// Standby mode of the profile to use (default: the profile's default).
     pub standby_mode: Option<String>,
+    /// Fault injection for tests: `[[offset, length], …]` in member data bytes whose reads
+    /// fail until they are written (a latent sector error the disk remaps on write).
+    #[serde(default)]
+    pub inject_read_errors: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -357,6 +361,22 @@ impl Config {
                     return Err(self.invalid(
                         mkey("path"),
                         format!("{} is used by another member", member.path.display()),
+                    ));
+                }
+                if member
+                    .inject_read_errors
+                    .iter()
+                    .any(|&(offset, len)| len == 0 || offset.checked_add(len).is_none())
+                {
+                    return Err(self.invalid(
+                        mkey("inject_read_errors"),
+                        "every [offset, length] needs a length > 0 and must not overflow",
+                    ));
+                }
+                if !member.inject_read_errors.is_empty() && member.kind == MemberKind::Blockdev {
+                    return Err(self.invalid(
+                        mkey("inject_read_errors"),
+                        "only file and emulated-hdd members take injected faults",
                     ));
                 }
                 let profile = DriveProfile::load(&member.profile)

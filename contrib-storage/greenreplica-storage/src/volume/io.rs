@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use super::{Health, Volume, VolumeError, MAX_READ_ERRORS};
+
+/// Granularity of read-error correction (a page, as MD's fix_read_error).
+const FIX_BLOCK: u64 = 4096;
 use crate::layout::{LayoutError, MemberIo};
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
@@ -71,10 +74,12 @@ impl Volume {
         Ok(())
     }
 
-    /// A copy could not be read: serve the piece from another copy, then rewrite the bad
-    /// one (the disk remaps the sector) and read it back; the member is failed only if that
-    /// does not work or it has had too many errors. Runs under the request's shared range
-    /// lock, so no write to these bytes can slip in between.
+    /// A copy could not be read (MD's fix_read_error): go through the piece a block at a
+    /// time; a block the member cannot read is read from another copy, written back over the
+    /// bad one (the disk remaps the sector) and read back. The member is failed only if the
+    /// rewrite does not take or it has had too many read errors; a block no copy can read
+    /// fails the request but no member (failing the last copy would lose the rest of it).
+    /// Runs under the request's shared range lock, so no write to these bytes slips in.
     fn recover_read(
         &self,
         io: &MemberIo,
@@ -83,69 +88,89 @@ impl Volume {
         error: &std::io::Error,
     ) -> Result<(), VolumeError> {
         let bad = io.member;
-        let errors = self.slots[bad].read_errors.fetch_add(1, Ordering::SeqCst) + 1;
-        tracing::warn!(volume = %self.name, member = bad, offset = io.member_offset, len = io.len, errors, %error, "read error; reading the mirror");
+        tracing::warn!(volume = %self.name, member = bad, offset = io.member_offset, len = io.len, %error, "read error; correcting it block by block from the mirror");
         let copies = self.layout.map(volume_offset, io.len);
-        let mut served_by = None;
-        for &(member, member_offset) in copies.iter().flat_map(|c| c.placements.iter()) {
-            if member == bad || !self.holds_valid(member, member_offset, io.len) {
+        let mut start = 0u64;
+        while start < io.len {
+            let member_offset = io.member_offset + start;
+            let end = ((member_offset / FIX_BLOCK + 1) * FIX_BLOCK - io.member_offset).min(io.len);
+            let block = &mut piece[start as usize..end as usize];
+            let at = DATA_OFFSET + member_offset;
+            let Some(store) = self.slots[bad].live_store() else {
+                // Failed meanwhile: serve the rest from the copies.
+                self.read_block_elsewhere(bad, &copies, start, member_offset, block)?;
+                start = end;
+                continue;
+            };
+            if store.read_at(block, at).is_ok() {
+                start = end;
+                continue;
+            }
+            let errors = self.slots[bad].read_errors.fetch_add(1, Ordering::SeqCst) + 1;
+            let source = self.read_block_elsewhere(bad, &copies, start, member_offset, block)?;
+            if errors > MAX_READ_ERRORS {
+                self.fail_member(
+                    bad,
+                    &format!("{errors} read errors (more than {MAX_READ_ERRORS})"),
+                );
+            } else {
+                let rewritten = store.write_at(block, at).and_then(|()| {
+                    self.slots[bad].unflushed.store(true, Ordering::SeqCst);
+                    let mut check = vec![0u8; block.len()];
+                    store.read_at(&mut check, at)?;
+                    if check == block {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other("rewritten data reads back different"))
+                    }
+                });
+                match rewritten {
+                    Ok(()) => {
+                        tracing::info!(volume = %self.name, member = bad, source, offset = member_offset, len = block.len(), errors, "read error corrected from the mirror");
+                    }
+                    Err(e) => self.fail_member(bad, &format!("cannot rewrite a bad block: {e}")),
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Read one block of a piece from a copy other than `bad`; returns the member used.
+    fn read_block_elsewhere(
+        &self,
+        bad: usize,
+        copies: &[crate::layout::Copies],
+        start_in_piece: u64,
+        bad_offset: u64,
+        block: &mut [u8],
+    ) -> Result<usize, VolumeError> {
+        let len = block.len() as u64;
+        let placements = copies.iter().flat_map(|c| c.placements.iter());
+        for &(member, piece_offset) in placements {
+            let member_offset = piece_offset + start_in_piece;
+            if member == bad || !self.holds_valid(member, member_offset, len) {
                 continue;
             }
             let Some(store) = self.slots[member].live_store() else {
                 continue;
             };
-            match store.read_at(piece, DATA_OFFSET + member_offset) {
-                Ok(()) => {
-                    served_by = Some(member);
-                    break;
-                }
+            match store.read_at(block, DATA_OFFSET + member_offset) {
+                Ok(()) => return Ok(member),
                 Err(e) => {
                     self.slots[member]
                         .read_errors
                         .fetch_add(1, Ordering::SeqCst);
-                    tracing::warn!(volume = %self.name, member, %e, "read error on the mirror too");
+                    tracing::warn!(volume = %self.name, member, offset = member_offset, %e, "read error on the mirror too");
                 }
             }
         }
-        let Some(source) = served_by else {
-            self.fail_member(bad, &format!("read error: {error}"));
-            return Err(VolumeError::Io {
-                volume: self.name.clone(),
-                problem: format!(
-                    "read of {} bytes at {volume_offset} failed on every copy",
-                    io.len
-                ),
-            });
-        };
-        if errors > MAX_READ_ERRORS {
-            self.fail_member(
-                bad,
-                &format!("{errors} read errors (more than {MAX_READ_ERRORS})"),
-            );
-            return Ok(());
-        }
-        let repaired = self.slots[bad].live_store().map(|store| {
-            store
-                .write_at(piece, DATA_OFFSET + io.member_offset)
-                .and_then(|()| {
-                    self.slots[bad].unflushed.store(true, Ordering::SeqCst);
-                    let mut check = vec![0u8; piece.len()];
-                    store.read_at(&mut check, DATA_OFFSET + io.member_offset)?;
-                    if check == piece {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::other("rewritten data reads back different"))
-                    }
-                })
-        });
-        match repaired {
-            Some(Ok(())) => {
-                tracing::info!(volume = %self.name, member = bad, source, offset = io.member_offset, len = io.len, "read error corrected from the mirror");
-            }
-            Some(Err(e)) => self.fail_member(bad, &format!("cannot rewrite a bad range: {e}")),
-            None => {}
-        }
-        Ok(())
+        Err(VolumeError::Io {
+            volume: self.name.clone(),
+            problem: format!(
+                "member bytes {bad_offset}+{len} (of member {bad}) cannot be read from any copy"
+            ),
+        })
     }
 
     /// The member holds valid data at member bytes `offset..offset+len`.

@@ -16,6 +16,8 @@ use crate::sync::lock;
 
 /// Copy and compare unit of resync and scrub.
 const CHUNK: u64 = 1 << 20;
+/// Unit in which a chunk that cannot be read whole is read again.
+const SCRUB_BLOCK: u64 = 4096;
 /// Resync work done per tick before the tick returns (the rest waits for the next one).
 const RESYNC_BUDGET: Duration = Duration::from_millis(50);
 
@@ -35,7 +37,9 @@ pub struct ScrubReport {
     pub bytes_compared: u64,
     /// Chunks (of 1 MiB, per mirror group) whose copies differed or could not be read.
     pub mismatched_chunks: u64,
+    /// Copies of chunks rewritten from the reference.
     pub repaired_chunks: u64,
+    /// 4 KiB blocks that could not be read (each later rewritten by a repair).
     pub read_errors: u64,
 }
 
@@ -278,30 +282,50 @@ impl Volume {
             }],
             true,
         );
-        let mut copies = Vec::new();
+        // Each copy with, per 4 KiB block, whether it could be read (a failed chunk read is
+        // retried block by block, so one bad sector does not hide the rest of the chunk).
+        let mut copies: Vec<(usize, Vec<u8>, Vec<bool>)> = Vec::new();
+        let blocks = len.div_ceil(SCRUB_BLOCK) as usize;
         for &m in &members {
             let Some(store) = self.slots[m].live_store() else {
                 continue;
             };
             self.account(m, IoKind::Read, offset, len);
             let mut buf = vec![0u8; len as usize];
-            match store.read_at(&mut buf, DATA_OFFSET + offset) {
-                Ok(()) => copies.push((m, Some(buf))),
-                Err(e) => {
-                    report.read_errors += 1;
-                    self.slots[m].read_errors.fetch_add(1, Ordering::SeqCst);
-                    tracing::warn!(volume = %self.name, member = m, offset, %e, "scrub read error");
-                    copies.push((m, None));
+            let mut readable = vec![true; blocks];
+            if let Err(e) = store.read_at(&mut buf, DATA_OFFSET + offset) {
+                tracing::warn!(volume = %self.name, member = m, offset, %e, "scrub read error; retrying block by block");
+                for (b, chunk) in buf.chunks_mut(SCRUB_BLOCK as usize).enumerate() {
+                    let at = DATA_OFFSET + offset + b as u64 * SCRUB_BLOCK;
+                    if store.read_at(chunk, at).is_err() {
+                        readable[b] = false;
+                        report.read_errors += 1;
+                        self.slots[m].read_errors.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             }
+            copies.push((m, buf, readable));
             report.bytes_compared += len;
         }
-        let Some(reference) = copies.iter().find_map(|(_, b)| b.clone()) else {
-            return Err(VolumeError::Io {
-                volume: self.name.clone(),
-                problem: format!("scrub: no copy of member bytes {offset}+{len} can be read"),
-            });
-        };
+        // The reference: each block from the first copy that could read it.
+        let mut reference = vec![0u8; len as usize];
+        for b in 0..blocks {
+            let Some((_, buf, _)) = copies.iter().find(|(_, _, ok)| ok[b]) else {
+                return Err(VolumeError::Io {
+                    volume: self.name.clone(),
+                    problem: format!(
+                        "scrub: no copy of member bytes {}+{SCRUB_BLOCK} can be read",
+                        offset + b as u64 * SCRUB_BLOCK
+                    ),
+                });
+            };
+            let range = b * SCRUB_BLOCK as usize..((b + 1) * SCRUB_BLOCK as usize).min(buf.len());
+            reference[range.clone()].copy_from_slice(&buf[range]);
+        }
+        let copies: Vec<(usize, Option<Vec<u8>>)> = copies
+            .into_iter()
+            .map(|(m, buf, ok)| (m, ok.iter().all(|&r| r).then_some(buf)))
+            .collect();
         let differing: Vec<usize> = copies
             .iter()
             .filter(|(_, b)| b.as_ref() != Some(&reference))

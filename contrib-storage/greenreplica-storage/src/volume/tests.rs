@@ -465,12 +465,12 @@ fn a_member_with_too_many_read_errors_is_failed() {
         faulty.add_bad_range(DATA_OFFSET + 4096 * i..DATA_OFFSET + 4096 * i + 512);
         // Reads go to whichever copy is readier: read until member 0 served one.
         for _ in 0..10 {
-            if faulty.failed_reads() > i {
+            if v.slot(0).unwrap().read_errors() > i {
                 break;
             }
             v.read(4096 * i, &mut buf).unwrap();
         }
-        assert_eq!(faulty.failed_reads(), i + 1);
+        assert_eq!(v.slot(0).unwrap().read_errors(), i + 1);
     }
     assert_eq!(v.slot(0).unwrap().read_errors(), MAX_READ_ERRORS + 1);
     assert!(matches!(v.slot(0).unwrap().health(), Health::Failed { .. }));
@@ -631,4 +631,58 @@ fn a_disk_spun_down_with_nothing_dirty_gets_no_flush() {
     v.flush().unwrap();
     let flushes = lock(&m[0].ops).iter().filter(|o| *o == "f").count();
     assert_eq!(flushes, flushes_before, "a FLUSH CACHE would wake the disk");
+}
+
+#[test]
+fn bad_blocks_on_both_copies_are_corrected_block_by_block() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let f0 = Arc::new(FaultyMember::new(m[0].clone()));
+    let f1 = Arc::new(FaultyMember::new(m[1].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
+    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let data = pattern(65536, 6);
+    v.write(0, &data).unwrap();
+    // Every even block is bad on member 0, every odd one on member 1: each block has one
+    // good copy, but no 8 KiB range has one.
+    for block in 0..16u64 {
+        let range = DATA_OFFSET + block * 4096..DATA_OFFSET + (block + 1) * 4096;
+        if block % 2 == 0 {
+            f0.add_bad_range(range);
+        } else {
+            f1.add_bad_range(range);
+        }
+    }
+    let mut back = vec![0; data.len()];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data, "the caller sees the data");
+    assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
+    assert_eq!(v.slot(1).unwrap().health(), Health::InSync);
+    // The copy that served the read was repaired where it was bad.
+    let served = if f0.bad_ranges().is_empty() { &f0 } else { &f1 };
+    assert!(served.bad_ranges().is_empty());
+    // Scrub repairs the other copy.
+    v.scrub(true).unwrap();
+    assert!(f0.bad_ranges().is_empty() && f1.bad_ranges().is_empty());
+    assert!(data_of(&m[0]) == data_of(&m[1]));
+}
+
+#[test]
+fn a_block_no_copy_can_read_fails_the_request_but_no_member() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let f0 = Arc::new(FaultyMember::new(m[0].clone()));
+    let f1 = Arc::new(FaultyMember::new(m[1].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
+    let v = volume_with(LayoutKind::Raid10, stores, None);
+    v.write(0, &pattern(65536, 4)).unwrap();
+    f0.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
+    f1.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
+    let mut back = vec![0; 65536];
+    assert!(v.read(0, &mut back).is_err());
+    assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
+    assert_eq!(v.slot(1).unwrap().health(), Health::InSync);
+    let mut other = vec![0; 4096];
+    v.read(8192, &mut other).unwrap();
+    assert_eq!(other, pattern(65536, 4)[8192..12288]);
 }
