@@ -85,36 +85,31 @@ impl Volume {
         }
         for group in self.groups() {
             let members = self.group_members(group);
-            let Some(source) = members
+            let sources: Vec<usize> = members
                 .iter()
                 .copied()
-                .find(|&m| self.slots[m].health() == Health::InSync)
-            else {
-                continue;
-            };
-            let targets: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&m| m != source && self.slots[m].live_store().is_some())
+                .filter(|&m| self.slots[m].health() == Health::InSync)
                 .collect();
+            if sources.is_empty() {
+                continue;
+            }
             let mut offset = start;
-            while offset < end && !targets.is_empty() {
+            while offset < end {
                 let len = CHUNK.min(end - offset);
-                let mut buf = vec![0u8; len as usize];
-                let Some(from) = self.slots[source].live_store() else {
-                    break;
-                };
-                self.account(source, IoKind::Read, offset, len);
-                if let Err(e) = from.read_at(&mut buf, DATA_OFFSET + offset) {
-                    return Err(self.member_error(source, format!("resync read: {e}")));
-                }
-                for &target in &targets {
+                let (reference, copies) =
+                    self.read_copies(&sources, offset, len, &mut ScrubReport::default())?;
+                // Every live copy but those already equal to the reference gets it (a source
+                // with an unreadable block gets it too: the rewrite remaps the sector).
+                for &target in &members {
                     let slot = &self.slots[target];
-                    let Some(to) = slot.live_store() else {
+                    let same = copies
+                        .iter()
+                        .any(|(m, c)| *m == target && c.as_ref() == Some(&reference));
+                    let Some(to) = slot.live_store().filter(|_| !same) else {
                         continue;
                     };
                     self.account(target, IoKind::Write, offset, len);
-                    match to.write_at(&buf, DATA_OFFSET + offset) {
+                    match to.write_at(&reference, DATA_OFFSET + offset) {
                         Ok(()) => slot.unflushed.store(true, Ordering::SeqCst),
                         Err(e) => self.fail_member(target, &format!("resync write error: {e}")),
                     }
@@ -258,35 +253,22 @@ impl Volume {
         Ok(report)
     }
 
-    fn scrub_chunk(
+    /// Read member bytes `offset..offset+len` from each of `members`; a copy that cannot be
+    /// read whole is read again 4 KiB at a time. Returns the reference (each block from the
+    /// first member that could read it) and each copy (None if some block was unreadable).
+    #[allow(clippy::type_complexity)]
+    fn read_copies(
         &self,
-        group: usize,
+        members: &[usize],
         offset: u64,
         len: u64,
-        repair: bool,
         report: &mut ScrubReport,
-    ) -> Result<(), VolumeError> {
-        let members: Vec<usize> = self
-            .group_members(group)
-            .into_iter()
-            .filter(|&m| self.slots[m].health() == Health::InSync)
-            .collect();
-        if members.len() < 2 {
-            return Ok(());
-        }
-        let _exclusive = self.ranges.acquire(
-            &[Span {
-                group,
-                start: offset,
-                end: offset + len,
-            }],
-            true,
-        );
+    ) -> Result<(Vec<u8>, Vec<(usize, Option<Vec<u8>>)>), VolumeError> {
         // Each copy with, per 4 KiB block, whether it could be read (a failed chunk read is
         // retried block by block, so one bad sector does not hide the rest of the chunk).
         let mut copies: Vec<(usize, Vec<u8>, Vec<bool>)> = Vec::new();
         let blocks = len.div_ceil(SCRUB_BLOCK) as usize;
-        for &m in &members {
+        for &m in members {
             let Some(store) = self.slots[m].live_store() else {
                 continue;
             };
@@ -322,10 +304,38 @@ impl Volume {
             let range = b * SCRUB_BLOCK as usize..((b + 1) * SCRUB_BLOCK as usize).min(buf.len());
             reference[range.clone()].copy_from_slice(&buf[range]);
         }
-        let copies: Vec<(usize, Option<Vec<u8>>)> = copies
+        let copies = copies
             .into_iter()
             .map(|(m, buf, ok)| (m, ok.iter().all(|&r| r).then_some(buf)))
             .collect();
+        Ok((reference, copies))
+    }
+
+    fn scrub_chunk(
+        &self,
+        group: usize,
+        offset: u64,
+        len: u64,
+        repair: bool,
+        report: &mut ScrubReport,
+    ) -> Result<(), VolumeError> {
+        let members: Vec<usize> = self
+            .group_members(group)
+            .into_iter()
+            .filter(|&m| self.slots[m].health() == Health::InSync)
+            .collect();
+        if members.len() < 2 {
+            return Ok(());
+        }
+        let _exclusive = self.ranges.acquire(
+            &[Span {
+                group,
+                start: offset,
+                end: offset + len,
+            }],
+            true,
+        );
+        let (reference, copies) = self.read_copies(&members, offset, len, report)?;
         let differing: Vec<usize> = copies
             .iter()
             .filter(|(_, b)| b.as_ref() != Some(&reference))

@@ -686,3 +686,33 @@ fn a_block_no_copy_can_read_fails_the_request_but_no_member() {
     v.read(8192, &mut other).unwrap();
     assert_eq!(other, pattern(65536, 4)[8192..12288]);
 }
+
+#[test]
+fn a_latent_error_on_the_first_mirror_does_not_stop_a_resync() {
+    use crate::member::FaultyMember;
+    let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
+    let f0 = Arc::new(FaultyMember::new(m[0].clone()));
+    let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), m[1].clone()];
+    let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
+    let v = volume_with(LayoutKind::Raid10, stores, None).with_write_intent(WriteIntent::new(
+        bitmap,
+        "t",
+        65536,
+        (MEMBER as u64) - DATA_OFFSET,
+    ));
+    let data = pattern(65536, 3);
+    v.write(0, &data).unwrap();
+    // The agent died between the two copies of a write (copy 1 differs) and the first copy
+    // has a bad block in the same region.
+    let off = DATA_OFFSET as usize + 20_000;
+    lock(&m[1].bytes)[off..off + 4].copy_from_slice(&[0xaa; 4]);
+    f0.add_bad_range(DATA_OFFSET + 40_960..DATA_OFFSET + 45_056);
+    v.write_intent().unwrap().set_recovered([0].into());
+    let mut back = vec![0; 65536];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(v.resync_pending(), 0);
+    assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
+    assert!(f0.bad_ranges().is_empty(), "the bad block was rewritten");
+    assert!(data_of(&m[0]) == data_of(&m[1]));
+}
