@@ -53,9 +53,10 @@ fn region_or_default(size: Option<&Size>) -> Result<u64> {
     })
 }
 
-/// Default write-intent region: small enough that a resync after a crash copies little,
-/// large enough that a new region (one small write and fdatasync of the bitmap) is rare.
-pub const DEFAULT_BITMAP_REGION: u64 = 4 << 20;
+/// Default write-intent region (MD's usual bitmap chunk): a resync after a crash copies at
+/// most this much per region written last, and a new region (one small write and fdatasync
+/// of the bitmap, on the write's path) stays rare even for scattered writes.
+pub const DEFAULT_BITMAP_REGION: u64 = 64 << 20;
 
 impl MemberSpec {
     fn from_config(m: &MemberConfig) -> Result<Self> {

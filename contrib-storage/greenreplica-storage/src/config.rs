@@ -189,7 +189,7 @@ pub struct VolumeConfig {
     /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
     #[serde(default = "default_rebuild_min_mb_s")]
     pub rebuild_min_mb_s: f64,
-    /// Member bytes per write-intent bit (default 4 MiB).
+    /// Member bytes per write-intent bit (default 64 MiB).
     pub bitmap_region: Option<Size>,
     /// Compare and repair the mirrors this often (default: only on request).
     pub scrub_interval_hours: Option<f64>,
@@ -219,7 +219,7 @@ pub struct TemplateConfig {
     /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
     #[serde(default = "default_rebuild_min_mb_s")]
     pub rebuild_min_mb_s: f64,
-    /// Member bytes per write-intent bit (default 4 MiB).
+    /// Member bytes per write-intent bit (default 64 MiB).
     pub bitmap_region: Option<Size>,
     /// Compare and repair the mirrors this often (default: only on request).
     pub scrub_interval_hours: Option<f64>,

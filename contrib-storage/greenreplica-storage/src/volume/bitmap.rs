@@ -48,6 +48,9 @@ struct State {
     flushed_epoch: u64,
     /// Regions whose copies may differ (from an unclean stop), not yet resynced.
     needs_resync: BTreeSet<u64>,
+    /// Regions writers wait to see durable: the next bitmap write takes all of them at once
+    /// (a group commit: one fdatasync for every writer queued behind the one in progress).
+    wanted: BTreeSet<u64>,
 }
 
 #[derive(Debug)]
@@ -91,6 +94,7 @@ impl WriteIntent {
                 write_epoch: 0,
                 flushed_epoch: 0,
                 needs_resync: BTreeSet::new(),
+                wanted: BTreeSet::new(),
             }),
             persist: Mutex::new(()),
         }
@@ -173,6 +177,7 @@ impl WriteIntent {
             if regions.iter().all(|r| s.durable.contains(r)) {
                 return Ok(());
             }
+            s.wanted.extend(regions.iter().copied());
         }
         let _p = lock(&self.persist);
         let target = {
@@ -181,12 +186,15 @@ impl WriteIntent {
                 return Ok(());
             }
             let mut t = s.durable.clone();
+            t.extend(s.wanted.iter().copied());
             t.extend(regions.iter().copied());
             t
         };
         let result = self.write_out(&target);
         if result.is_ok() {
-            lock(&self.state).durable = target;
+            let mut s = lock(&self.state);
+            s.wanted.retain(|r| !target.contains(r));
+            s.durable = target;
         } else {
             self.end_write(regions, f64::NEG_INFINITY);
         }
