@@ -24,6 +24,10 @@ check)
 		say "storage agent: root security tests"
 		bash tests/security-root.sh
 	fi
+	if [ -f tests/integrity-root.sh ]; then
+		say "storage agent: root integrity tests (kill -9 x20, mirrors compared)"
+		bash tests/integrity-root.sh
+	fi
 	;;
 *)
 	die "usage: scripts/storage.sh build|check"

@@ -507,6 +507,10 @@ impl Agent {
                 directory,
             } => self.create_volume(peer, &name, &template, &directory)?,
             Request::RemoveVolume { name } => self.remove_volume(peer, &name)?,
+            Request::Scrub { volume, repair } => {
+                let report = self.get(&volume)?.volume.scrub(repair.unwrap_or(true))?;
+                json!({"ok": true, "volume": volume, "report": report})
+            }
         })
     }
 }

@@ -7,16 +7,18 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use crate::clock::Clock;
-use crate::config::{MemberConfig, TemplateConfig, VolumeConfig};
+use crate::config::{MemberConfig, Size, TemplateConfig, VolumeConfig};
 use crate::drive::Drive;
 use crate::layout::{self, LayoutKind};
 use crate::ledger_store;
-use crate::member::{BlockDevice, CommandRunner, FileMember, Member, MemberKind};
+use crate::member::{BlockDevice, CommandRunner, FaultyMember, FileMember, Member, MemberKind};
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
-use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
+use crate::superblock::{self, MemberData, Superblock, SuperblockError, DATA_OFFSET};
 use crate::trace::TraceRecorder;
-use crate::volume::{Health, MemberSlot, Volume};
+use crate::volume::{
+    bitmap_region_bytes, Health, IntegritySettings, MemberSlot, Recovered, Volume, WriteIntent,
+};
 
 #[derive(Debug, Clone)]
 pub struct MemberSpec {
@@ -25,6 +27,8 @@ pub struct MemberSpec {
     pub size: Option<u64>,
     pub profile: String,
     pub standby_mode: Option<String>,
+    /// Member data ranges whose reads fail until written (fault injection for tests).
+    pub inject_read_errors: Vec<(u64, u64)>,
 }
 
 /// Everything needed to assemble a volume, from the config file or a template.
@@ -36,9 +40,23 @@ pub struct VolumeSpec {
     pub policy: PolicySpec,
     pub start_stop_budget_per_day: u32,
     pub rebuild_mb_s: f64,
+    /// Write-intent bitmap region (member bytes per bit), before rounding.
+    pub bitmap_region: u64,
+    pub integrity: IntegritySettings,
     pub trace: Option<PathBuf>,
     pub members: Vec<MemberSpec>,
 }
+
+fn region_or_default(size: Option<&Size>) -> Result<u64> {
+    size.map_or(Ok(DEFAULT_BITMAP_REGION), |s| {
+        s.bytes().map_err(anyhow::Error::msg)
+    })
+}
+
+/// Default write-intent region (MD's usual bitmap chunk): a resync after a crash copies at
+/// most this much per region written last, and a new region (one small write and fdatasync
+/// of the bitmap, on the write's path) stays rare even for scattered writes.
+pub const DEFAULT_BITMAP_REGION: u64 = 64 << 20;
 
 impl MemberSpec {
     fn from_config(m: &MemberConfig) -> Result<Self> {
@@ -53,19 +71,29 @@ impl MemberSpec {
                 .map_err(anyhow::Error::msg)?,
             profile: m.profile.clone(),
             standby_mode: m.standby_mode.clone(),
+            inject_read_errors: m.inject_read_errors.clone(),
         })
     }
 
     /// Open (or create) the member's storage.
     pub fn open(&self, runner: &Arc<dyn CommandRunner>) -> Result<Arc<dyn Member>> {
-        Ok(match self.kind {
+        let store: Arc<dyn Member> = match self.kind {
             MemberKind::Blockdev => Arc::new(BlockDevice::open(&self.path, runner.clone())?),
             kind => Arc::new(FileMember::open_or_create(
                 kind,
                 &self.path,
                 self.size.unwrap_or(0),
             )?),
-        })
+        };
+        if self.inject_read_errors.is_empty() {
+            return Ok(store);
+        }
+        tracing::warn!(member = %self.path.display(), ranges = ?self.inject_read_errors, "fault injection: reads of these member data ranges fail until written");
+        let faulty = FaultyMember::new(store);
+        for &(offset, len) in &self.inject_read_errors {
+            faulty.add_bad_range(DATA_OFFSET + offset..DATA_OFFSET + offset + len);
+        }
+        Ok(Arc::new(faulty))
     }
 
     /// Fresh storage for a replacement (files are recreated empty).
@@ -111,6 +139,11 @@ impl VolumeSpec {
             policy: v.policy.clone(),
             start_stop_budget_per_day: v.start_stop_budget_per_day,
             rebuild_mb_s: v.rebuild_mb_s,
+            bitmap_region: region_or_default(v.bitmap_region.as_ref())?,
+            integrity: IntegritySettings {
+                rebuild_min_mb_s: v.rebuild_min_mb_s,
+                scrub_interval_s: v.scrub_interval_hours.map(|h| h * 3600.0),
+            },
             trace: v.trace.clone(),
             members: v
                 .members
@@ -129,6 +162,11 @@ impl VolumeSpec {
             policy: t.policy.clone(),
             start_stop_budget_per_day: t.start_stop_budget_per_day,
             rebuild_mb_s: t.rebuild_mb_s,
+            bitmap_region: region_or_default(t.bitmap_region.as_ref())?,
+            integrity: IntegritySettings {
+                rebuild_min_mb_s: t.rebuild_min_mb_s,
+                scrub_interval_s: t.scrub_interval_hours.map(|h| h * 3600.0),
+            },
             trace: None,
             members: (0..t.members)
                 .map(|i| MemberSpec {
@@ -137,6 +175,7 @@ impl VolumeSpec {
                     size: Some(size),
                     profile: t.profile.clone(),
                     standby_mode: None,
+                    inject_read_errors: Vec::new(),
                 })
                 .collect(),
         })
@@ -187,11 +226,18 @@ pub fn assemble(
                 .with_context(|| format!("volume {name}: member {i}"))
         })
         .collect::<Result<_>>()?;
+    // A damaged header fails only its member (if the rest of the volume can be found).
+    let mut damaged: Vec<Option<String>> = vec![None; stores.len()];
     let headers: Vec<Option<Superblock>> = stores
         .iter()
         .enumerate()
-        .map(|(i, s)| {
-            superblock::read(s.as_ref()).with_context(|| format!("volume {name}: member {i}"))
+        .map(|(i, s)| match superblock::read(s.as_ref()) {
+            Err(e @ SuperblockError::Damaged { .. }) => {
+                tracing::error!(volume = %name, member = i, error = %e, "damaged header: the member is failed");
+                damaged[i] = Some(e.to_string());
+                Ok(None)
+            }
+            other => other.with_context(|| format!("volume {name}: member {i}")),
         })
         .collect::<Result<_>>()?;
     let smallest = stores.iter().map(|s| s.size()).min().unwrap_or(0);
@@ -211,7 +257,18 @@ pub fn assemble(
         .flatten()
         .max_by_key(|h| h.generation)
         .cloned();
-    let (identity, healths) = match reference {
+    let (identity, mut healths) = match reference {
+        None if damaged.iter().any(Option::is_some) => {
+            bail!(
+                "volume {name}: no member has a readable header (damaged: {})",
+                damaged
+                    .iter()
+                    .flatten()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }
         None => {
             tracing::info!(volume = %name, "all members blank: new volume");
             let identity = Superblock {
@@ -267,6 +324,14 @@ pub fn assemble(
         }
     };
 
+    for (health, problem) in healths.iter_mut().zip(&damaged) {
+        if let Some(problem) = problem {
+            *health = Health::Failed {
+                reason: format!("damaged header: {problem}"),
+            };
+        }
+    }
+
     let ledgers = ledger_store::load(state_dir, name, &identity.volume_id, spec.members.len());
     let now = clock.now();
     let mut slots = Vec::new();
@@ -303,18 +368,58 @@ pub fn assemble(
                 .with_context(|| format!("volume {name}: cannot open trace {}", p.display()))
         })
         .transpose()?;
-    let volume = Arc::new(Volume::new(
-        name,
-        layout,
-        slots,
-        clock,
-        recorder,
-        Some(identity),
-    ));
+    let member_data_bytes = layout.member_data_bytes();
+    let was_clean = identity.clean;
+    let volume_id = identity.volume_id.clone();
+    let mut volume = Volume::new(name, layout, slots, clock, recorder, Some(identity))
+        .with_integrity(spec.integrity.clone());
+    if volume.layout().mirror_of(0).is_some() {
+        let intent = open_write_intent(spec, state_dir, &volume_id, member_data_bytes, was_clean)?;
+        volume = volume.with_write_intent(intent);
+    }
+    let volume = Arc::new(volume);
     volume
         .persist_headers()
         .with_context(|| format!("volume {name}"))?;
     Ok(volume)
+}
+
+/// The write-intent bitmap beside the state; after an unclean stop its set bits are the
+/// regions to resync (every region if the bitmap is gone).
+fn open_write_intent(
+    spec: &VolumeSpec,
+    state_dir: &Path,
+    volume_id: &str,
+    member_data_bytes: u64,
+    was_clean: bool,
+) -> Result<WriteIntent> {
+    let name = &spec.name;
+    let region = bitmap_region_bytes(member_data_bytes, spec.bitmap_region);
+    let regions = member_data_bytes.div_ceil(region);
+    let path = state_dir.join(format!("{name}.write-intent"));
+    let bytes = crate::volume::bitmap_file_bytes(regions);
+    // A bitmap of another geometry (smaller) is useless: start a new one (recover() then
+    // finds no valid bitmap, so an unclean volume is resynced in full).
+    let file = FileMember::open_or_create(MemberKind::File, &path, bytes)
+        .or_else(|_| FileMember::recreate(MemberKind::File, &path, bytes))
+        .with_context(|| format!("volume {name}: write-intent bitmap {}", path.display()))?;
+    let intent = WriteIntent::new(Arc::new(file), volume_id, region, member_data_bytes);
+    let dirty = match intent.recover() {
+        Recovered::Bits(bits) => bits,
+        Recovered::Unknown if was_clean => Default::default(),
+        Recovered::Unknown => {
+            tracing::warn!(volume = %name, "unclean stop and no write-intent bitmap: resyncing every region");
+            (0..intent.regions()).collect()
+        }
+    };
+    if !dirty.is_empty() {
+        tracing::warn!(volume = %name, regions = dirty.len(), region_bytes = region, "unclean stop: resyncing the regions written last");
+    }
+    intent.set_recovered(dirty);
+    intent
+        .store_now()
+        .with_context(|| format!("volume {name}: cannot write {}", path.display()))?;
+    Ok(intent)
 }
 
 #[cfg(test)]
@@ -335,6 +440,8 @@ mod tests {
             policy: PolicySpec::AlwaysOn,
             start_stop_budget_per_day: 48,
             rebuild_mb_s: 100.0,
+            bitmap_region: 1 << 20,
+            integrity: IntegritySettings::default(),
             trace: None,
             members: (0..members)
                 .map(|i| MemberSpec {
@@ -343,6 +450,7 @@ mod tests {
                     size: Some(8 << 20),
                     profile: "test-fast".into(),
                     standby_mode: None,
+                    inject_read_errors: Vec::new(),
                 })
                 .collect(),
         }
@@ -419,6 +527,103 @@ mod tests {
             v.slot(1).unwrap().health(),
             Health::Rebuilding { watermark: 0 }
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn member_data(path: &Path) -> Vec<u8> {
+        std::fs::read(path).unwrap()[DATA_OFFSET as usize..].to_vec()
+    }
+
+    #[test]
+    fn after_an_unclean_stop_the_dirty_regions_are_resynced_from_the_first_mirror() {
+        use std::os::unix::fs::FileExt;
+        let dir = tmp("crash");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        v.set_identity_flags(true, false).unwrap(); // mounted
+        v.write(3 << 20, &[7u8; 65536]).unwrap();
+        v.flush().unwrap();
+        drop(v); // the agent dies: no clean stop
+                 // It died between the two copies of its last write.
+        let m1 = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("m1.img"))
+            .unwrap();
+        m1.write_all_at(&[9u8; 4096], DATA_OFFSET + (3 << 20) + 8192)
+            .unwrap();
+        drop(m1);
+        let v = open(&s, &dir).unwrap();
+        // Whatever is read first is what both copies end up holding.
+        let mut buf = vec![0u8; 4096];
+        v.read((3 << 20) + 8192, &mut buf).unwrap();
+        assert_eq!(buf, vec![7u8; 4096], "read from the first mirror");
+        for _ in 0..100 {
+            v.tick();
+        }
+        drop(v);
+        assert!(
+            member_data(&dir.join("m0.img")) == member_data(&dir.join("m1.img")),
+            "mirrors still differ after the restart"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_header_fails_that_member_instead_of_the_volume() {
+        use std::os::unix::fs::FileExt;
+        let dir = tmp("damaged");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        v.write(0, b"survives").unwrap();
+        v.set_identity_flags(true, true).unwrap();
+        drop(v);
+        let m1 = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("m1.img"))
+            .unwrap();
+        m1.write_all_at(b"#garbage#", 40).unwrap();
+        drop(m1);
+        let v = open(&s, &dir).unwrap();
+        assert!(
+            matches!(v.slot(1).unwrap().health(), Health::Failed { ref reason } if reason.contains("damaged")),
+            "{:?}",
+            v.slot(1).unwrap().health()
+        );
+        let mut buf = [0u8; 8];
+        v.read(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"survives");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unclean_stop_with_no_usable_bitmap_resyncs_every_region() {
+        use std::os::unix::fs::FileExt;
+        let dir = tmp("nobitmap");
+        let s = spec(&dir, 2);
+        let v = open(&s, &dir).unwrap();
+        v.set_identity_flags(true, false).unwrap();
+        drop(v);
+        // A region never written: its bit is clear, but the bitmap is gone.
+        let m1 = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("m1.img"))
+            .unwrap();
+        m1.write_all_at(&[3u8; 512], DATA_OFFSET + (5 << 20))
+            .unwrap();
+        drop(m1);
+        std::fs::remove_file(dir.join("v.write-intent")).unwrap();
+        let v = open(&s, &dir).unwrap();
+        assert!(v.resync_pending() > 0);
+        for _ in 0..100 {
+            v.tick();
+        }
+        assert_eq!(v.resync_pending(), 0);
+        drop(v);
+        assert!(member_data(&dir.join("m0.img")) == member_data(&dir.join("m1.img")));
+        // A bitmap of another geometry is replaced, not an error.
+        let mut finer = s.clone();
+        finer.bitmap_region = 64 << 10;
+        drop(open(&finer, &dir).unwrap());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -102,6 +102,9 @@ fn default_budget() -> u32 {
 fn default_rebuild_mb_s() -> f64 {
     50.0
 }
+fn default_rebuild_min_mb_s() -> f64 {
+    5.0
+}
 fn default_filesystem() -> String {
     "ext4".into()
 }
@@ -170,6 +173,10 @@ pub struct MemberConfig {
     pub profile: String,
     /// Standby mode of the profile to use (default: the profile's default).
     pub standby_mode: Option<String>,
+    /// Fault injection for tests: `[[offset, length], …]` in member data bytes whose reads
+    /// fail until they are written (a latent sector error the disk remaps on write).
+    #[serde(default)]
+    pub inject_read_errors: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -202,6 +209,13 @@ pub struct VolumeConfig {
     pub trace: Option<PathBuf>,
     #[serde(default = "default_rebuild_mb_s")]
     pub rebuild_mb_s: f64,
+    /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
+    #[serde(default = "default_rebuild_min_mb_s")]
+    pub rebuild_min_mb_s: f64,
+    /// Member bytes per write-intent bit (default 64 MiB).
+    pub bitmap_region: Option<Size>,
+    /// Compare and repair the mirrors this often (default: only on request).
+    pub scrub_interval_hours: Option<f64>,
     pub export: ExportConfig,
     #[serde(rename = "member")]
     pub members: Vec<MemberConfig>,
@@ -225,6 +239,13 @@ pub struct TemplateConfig {
     pub start_stop_budget_per_day: u32,
     #[serde(default = "default_rebuild_mb_s")]
     pub rebuild_mb_s: f64,
+    /// Rebuild rate while foreground I/O is going on (rebuild_mb_s is the maximum).
+    #[serde(default = "default_rebuild_min_mb_s")]
+    pub rebuild_min_mb_s: f64,
+    /// Member bytes per write-intent bit (default 64 MiB).
+    pub bitmap_region: Option<Size>,
+    /// Compare and repair the mirrors this often (default: only on request).
+    pub scrub_interval_hours: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -347,6 +368,13 @@ impl Config {
                 vol.stripe_unit,
                 vol.rebuild_mb_s,
             )?;
+            self.check_integrity(
+                &key,
+                vol.rebuild_mb_s,
+                vol.rebuild_min_mb_s,
+                vol.bitmap_region.as_ref(),
+                vol.scrub_interval_hours,
+            )?;
             if !vol.export.mount_point.is_absolute() {
                 return Err(self.invalid(key("export.mount_point"), "must be an absolute path"));
             }
@@ -369,6 +397,22 @@ impl Config {
                     return Err(self.invalid(
                         mkey("path"),
                         format!("{} is used by another member", member.path.display()),
+                    ));
+                }
+                if member
+                    .inject_read_errors
+                    .iter()
+                    .any(|&(offset, len)| len == 0 || offset.checked_add(len).is_none())
+                {
+                    return Err(self.invalid(
+                        mkey("inject_read_errors"),
+                        "every [offset, length] needs a length > 0 and must not overflow",
+                    ));
+                }
+                if !member.inject_read_errors.is_empty() && member.kind == MemberKind::Blockdev {
+                    return Err(self.invalid(
+                        mkey("inject_read_errors"),
+                        "only file and emulated-hdd members take injected faults",
                     ));
                 }
                 let profile = DriveProfile::load(&member.profile)
@@ -417,6 +461,13 @@ impl Config {
                 tpl.stripe_unit,
                 tpl.rebuild_mb_s,
             )?;
+            self.check_integrity(
+                &key,
+                tpl.rebuild_mb_s,
+                tpl.rebuild_min_mb_s,
+                tpl.bitmap_region.as_ref(),
+                tpl.scrub_interval_hours,
+            )?;
             if tpl.member_kind == MemberKind::Blockdev {
                 return Err(self.invalid(
                     key("member_kind"),
@@ -464,6 +515,39 @@ impl Config {
         }
         if !(rebuild_mb_s.is_finite() && rebuild_mb_s > 0.0) {
             return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));
+        }
+        Ok(())
+    }
+
+    fn check_integrity(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        rebuild_mb_s: f64,
+        rebuild_min_mb_s: f64,
+        bitmap_region: Option<&Size>,
+        scrub_interval_hours: Option<f64>,
+    ) -> Result<(), ConfigError> {
+        if !(rebuild_min_mb_s.is_finite() && rebuild_min_mb_s > 0.0)
+            || rebuild_min_mb_s > rebuild_mb_s
+        {
+            return Err(self.invalid(
+                key("rebuild_min_mb_s"),
+                format!("must be > 0 and at most rebuild_mb_s ({rebuild_mb_s})"),
+            ));
+        }
+        if let Some(region) = bitmap_region {
+            let bytes = region
+                .bytes()
+                .map_err(|p| self.invalid(key("bitmap_region"), p))?;
+            if bytes < 4096 || !bytes.is_multiple_of(4096) {
+                return Err(self.invalid(
+                    key("bitmap_region"),
+                    "must be a multiple of 4 KiB (at least 4 KiB)",
+                ));
+            }
+        }
+        if scrub_interval_hours.is_some_and(|h| !(h.is_finite() && h > 0.0)) {
+            return Err(self.invalid(key("scrub_interval_hours"), "must be > 0"));
         }
         Ok(())
     }
@@ -586,5 +670,20 @@ profile = "test-fast"
         assert_eq!(parse_size("1G").unwrap(), 1 << 30);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn integrity_settings_are_checked() {
+        let with = |line: &str| MINIMAL.replace("policy = \"idle-timeout:60\"", line);
+        let c = Config::parse(
+            &with("rebuild_min_mb_s = 2\nbitmap_region = \"8MiB\"\nscrub_interval_hours = 168"),
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(c.volumes[0].rebuild_min_mb_s, 2.0);
+        assert_eq!(c.volumes[0].scrub_interval_hours, Some(168.0));
+        assert!(err(&with("rebuild_min_mb_s = 500")).contains("rebuild_min_mb_s"));
+        assert!(err(&with("bitmap_region = 1000")).contains("bitmap_region"));
+        assert!(err(&with("scrub_interval_hours = 0")).contains("scrub_interval_hours"));
     }
 }

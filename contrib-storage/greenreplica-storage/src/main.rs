@@ -61,6 +61,14 @@ enum Command {
         #[arg(long)]
         path: Option<String>,
     },
+    /// Compare every copy of a volume and rewrite the ones that differ (MD's repair);
+    /// prints what it found.
+    Scrub {
+        volume: String,
+        /// Only compare and report (MD's check).
+        #[arg(long)]
+        check_only: bool,
+    },
     /// Print the Prometheus metrics text.
     Metrics,
     /// Send one JSON request and print the reply (or one field of it).
@@ -188,6 +196,11 @@ fn run(cli: Cli) -> Result<()> {
         } => client_call(
             socket,
             json!({"op": "replace_member", "volume": volume, "member": member, "path": path}),
+            None,
+        ),
+        Command::Scrub { volume, check_only } => client_call(
+            socket,
+            json!({"op": "scrub", "volume": volume, "repair": !check_only}),
             None,
         ),
         Command::Metrics => client_call(socket, json!({"op": "metrics"}), Some("text")),

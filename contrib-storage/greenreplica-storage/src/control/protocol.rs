@@ -43,6 +43,11 @@ pub enum Request {
     RemoveVolume {
         name: String,
     },
+    /// Compare every copy of the volume; repair (the default) rewrites the ones that differ.
+    Scrub {
+        volume: String,
+        repair: Option<bool>,
+    },
 }
 
 pub const OPS: &[&str] = &[
@@ -57,6 +62,7 @@ pub const OPS: &[&str] = &[
     "metrics",
     "create_volume",
     "remove_volume",
+    "scrub",
 ];
 
 /// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.
@@ -107,6 +113,13 @@ mod tests {
                 member: 1
             }),
             "unknown fields are tolerated so clients can add them"
+        );
+        assert_eq!(
+            parse(r#"{"op":"scrub","volume":"v"}"#),
+            Ok(Request::Scrub {
+                volume: "v".into(),
+                repair: None
+            })
         );
     }
 

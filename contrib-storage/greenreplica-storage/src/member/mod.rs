@@ -4,6 +4,7 @@
 
 mod blockdev;
 mod command;
+mod faulty;
 mod file;
 
 use std::fmt;
@@ -16,6 +17,7 @@ pub use blockdev::BlockDevice;
 #[cfg(test)]
 pub use command::RecordingRunner;
 pub use command::{CommandRunner, SystemRunner};
+pub use faulty::FaultyMember;
 pub use file::FileMember;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,222 @@
+//! Membership: failing and replacing members, rebuilding a replacement, and the headers that
+//! record who is in sync. Every health change that the headers record happens under the
+//! `headers` lock together with the generation bump and the header writes.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Health, Span, Volume, VolumeError};
+use crate::member::Member;
+use crate::service_model::IoKind;
+use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
+use crate::sync::{lock, write};
+
+impl Volume {
+    pub fn fail_member(&self, member: usize, reason: &str) {
+        let _headers = lock(&self.headers);
+        if !self.mark_failed(member, reason) {
+            return;
+        }
+        self.bump_generation();
+        if let Err(e) = self.write_headers_locked() {
+            tracing::error!(volume = %self.name, error = %e, "cannot record the member failure in the headers");
+        }
+    }
+
+    /// Set a member's health to failed; false if it already was (or does not exist).
+    fn mark_failed(&self, member: usize, reason: &str) -> bool {
+        let Some(slot) = self.slots.get(member) else {
+            return false;
+        };
+        {
+            let mut health = lock(&slot.health);
+            if matches!(*health, Health::Failed { .. }) {
+                return false;
+            }
+            *health = Health::Failed {
+                reason: reason.to_string(),
+            };
+        }
+        tracing::warn!(volume = %self.name, member, reason, "member failed; volume is degraded");
+        true
+    }
+
+    /// Put a replacement into a failed slot and mark it for rebuild.
+    pub fn replace_member(&self, member: usize, store: Arc<dyn Member>) -> Result<(), VolumeError> {
+        let _headers = lock(&self.headers);
+        let slot = self
+            .slots
+            .get(member)
+            .ok_or_else(|| self.member_error(member, "no such member"))?;
+        if !matches!(slot.health(), Health::Failed { .. }) {
+            return Err(self.member_error(
+                member,
+                "only a failed member can be replaced (fail it first)",
+            ));
+        }
+        let source = self.layout.mirror_of(member).ok_or_else(|| {
+            self.member_error(
+                member,
+                format!(
+                    "layout {} keeps no second copy to rebuild from",
+                    self.layout.kind()
+                ),
+            )
+        })?;
+        if self.slots[source].health() != Health::InSync {
+            return Err(self.member_error(
+                member,
+                format!("its mirror, member {source}, is not in sync"),
+            ));
+        }
+        *write(&slot.store) = Some(store);
+        slot.read_errors.store(0, Ordering::SeqCst);
+        *lock(&slot.health) = Health::Rebuilding { watermark: 0 };
+        self.bump_generation();
+        self.write_headers_locked()?;
+        tracing::info!(volume = %self.name, member, source, "member replaced; rebuild pending");
+        Ok(())
+    }
+
+    /// Copy the next `chunk` bytes onto a rebuilding member; returns the new watermark, or
+    /// None once the member is in sync. Only I/O to the chunk being copied waits for it.
+    pub fn rebuild_step(&self, member: usize, chunk: u64) -> Result<Option<u64>, VolumeError> {
+        let slot = self
+            .slots
+            .get(member)
+            .ok_or_else(|| self.member_error(member, "no such member"))?;
+        let Health::Rebuilding { watermark } = slot.health() else {
+            return Ok(None);
+        };
+        let end = self.layout.member_data_bytes();
+        if watermark >= end {
+            let _headers = lock(&self.headers);
+            let target = slot
+                .live_store()
+                .ok_or_else(|| self.member_error(member, "replacement has no storage"))?;
+            target
+                .flush()
+                .map_err(|e| self.member_error(member, format!("flush after rebuild: {e}")))?;
+            {
+                let mut health = lock(&slot.health);
+                if !matches!(*health, Health::Rebuilding { .. }) {
+                    return Ok(None);
+                }
+                *health = Health::InSync;
+            }
+            self.write_headers_locked()?;
+            tracing::info!(volume = %self.name, member, "rebuild complete");
+            return Ok(None);
+        }
+        let source = self
+            .layout
+            .mirror_of(member)
+            .ok_or_else(|| self.member_error(member, "no mirror to rebuild from"))?;
+        let len = chunk.min(end - watermark);
+        let _exclusive = self.ranges.acquire(
+            &[Span {
+                group: self.group_of(member),
+                start: watermark,
+                end: watermark + len,
+            }],
+            true,
+        );
+        let (Some(from), Some(to)) = (self.slots[source].live_store(), slot.live_store()) else {
+            return Err(self.member_error(
+                member,
+                format!("mirror {source} or the replacement is gone"),
+            ));
+        };
+        let mut buf = vec![0u8; len as usize];
+        let now = self.clock.now();
+        let read_done = lock(&self.slots[source].drive).submit(now, IoKind::Read, watermark, len);
+        let write_done = lock(&slot.drive).submit(read_done, IoKind::Write, watermark, len);
+        if from.emulates_timing() || to.emulates_timing() {
+            self.clock.sleep_until(write_done);
+        }
+        from.read_at(&mut buf, DATA_OFFSET + watermark)
+            .map_err(|e| self.member_error(source, format!("rebuild read: {e}")))?;
+        to.write_at(&buf, DATA_OFFSET + watermark)
+            .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
+        slot.unflushed.store(true, Ordering::SeqCst);
+        let watermark = watermark + len;
+        {
+            let mut health = lock(&slot.health);
+            if matches!(*health, Health::Rebuilding { .. }) {
+                *health = Health::Rebuilding { watermark };
+            }
+        }
+        Ok(Some(watermark))
+    }
+
+    fn bump_generation(&self) {
+        if let Some(id) = lock(&self.identity).as_mut() {
+            id.generation += 1;
+        }
+    }
+
+    pub fn identity(&self) -> Option<Superblock> {
+        lock(&self.identity).clone()
+    }
+
+    pub fn set_identity_flags(&self, formatted: bool, clean: bool) -> Result<(), VolumeError> {
+        let _headers = lock(&self.headers);
+        if let Some(id) = lock(&self.identity).as_mut() {
+            id.formatted = formatted;
+            id.clean = clean;
+        }
+        if clean {
+            self.clear_all_intent();
+        }
+        self.write_headers_locked()
+    }
+
+    /// Write the current header to every member that is not failed (a rebuild checkpoint:
+    /// the replacement's data is flushed before the watermark that vouches for it).
+    pub fn persist_headers(&self) -> Result<(), VolumeError> {
+        let _headers = lock(&self.headers);
+        self.write_headers_locked()
+    }
+
+    /// Caller holds `headers`. A member whose header cannot be written is failed, which
+    /// bumps the generation, so the survivors are written again.
+    fn write_headers_locked(&self) -> Result<(), VolumeError> {
+        loop {
+            let Some(identity) = self.identity() else {
+                return Ok(());
+            };
+            let mut failed = Vec::new();
+            for (i, slot) in self.slots.iter().enumerate() {
+                let data = match slot.health() {
+                    Health::InSync => MemberData::InSync,
+                    Health::Rebuilding { watermark } => MemberData::Rebuilding { watermark },
+                    Health::Failed { .. } => continue,
+                };
+                let Some(store) = slot.live_store() else {
+                    continue;
+                };
+                if matches!(data, MemberData::Rebuilding { .. }) {
+                    if let Err(e) = store.flush() {
+                        failed.push((i, format!("flush before a rebuild checkpoint: {e}")));
+                        continue;
+                    }
+                }
+                let header = Superblock {
+                    member_index: i,
+                    data,
+                    ..identity.clone()
+                };
+                if let Err(e) = superblock::write(store.as_ref(), &header) {
+                    failed.push((i, e.to_string()));
+                }
+            }
+            if failed.is_empty() {
+                return self.check_redundancy();
+            }
+            for (i, reason) in failed {
+                self.mark_failed(i, &reason);
+            }
+            self.bump_generation();
+        }
+    }
+}

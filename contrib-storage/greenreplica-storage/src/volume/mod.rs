@@ -1,0 +1,537 @@
+//! The engine: a volume is a layout over member slots, each slot a drive model plus (when
+//! serving) a member that stores the bytes. The same code schedules requests in virtual
+//! time for replays and in real time for the daemon; only the clock and the presence of
+//! member storage differ.
+
+mod bitmap;
+mod io;
+mod membership;
+mod range_lock;
+mod resync;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::clock::{Clock, Seconds};
+use crate::drive::{Drive, PowerEvent};
+use crate::latency::Histogram;
+use crate::layout::{Layout, LayoutError, MemberIo, MemberView};
+use crate::ledger::Ledger;
+use crate::member::Member;
+use crate::power_state::PowerState;
+use crate::service_model::IoKind;
+use crate::superblock::Superblock;
+use crate::sync::{lock, read};
+use crate::trace::TraceRecorder;
+
+pub use bitmap::{
+    file_bytes as bitmap_file_bytes, region_bytes as bitmap_region_bytes, Recovered, WriteIntent,
+};
+pub use range_lock::{RangeGuard, RangeLocks, Span};
+pub use resync::ScrubReport;
+
+/// Read errors a member may have (each corrected from its mirror) before it is failed
+/// (MD's max_corr_read_errors).
+pub const MAX_READ_ERRORS: u64 = 20;
+
+#[derive(Debug, Error)]
+pub enum VolumeError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("volume {volume}: {problem}")]
+    Io { volume: String, problem: String },
+    #[error("volume {volume}: member {member}: {problem}")]
+    Member {
+        volume: String,
+        member: usize,
+        problem: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "health", rename_all = "snake_case")]
+pub enum Health {
+    InSync,
+    Failed { reason: String },
+    Rebuilding { watermark: u64 },
+}
+
+#[derive(Debug)]
+pub struct MemberSlot {
+    store: RwLock<Option<Arc<dyn Member>>>,
+    drive: Mutex<Drive>,
+    health: Mutex<Health>,
+    latency: Histogram,
+    /// Written since its last flush (only those members are flushed).
+    unflushed: AtomicBool,
+    /// Read errors seen and corrected from a mirror.
+    read_errors: AtomicU64,
+}
+
+impl MemberSlot {
+    pub fn new(store: Option<Arc<dyn Member>>, drive: Drive, health: Health) -> Self {
+        Self {
+            store: RwLock::new(store),
+            drive: Mutex::new(drive),
+            health: Mutex::new(health),
+            latency: Histogram::default(),
+            unflushed: AtomicBool::new(false),
+            read_errors: AtomicU64::new(0),
+        }
+    }
+
+    pub fn health(&self) -> Health {
+        lock(&self.health).clone()
+    }
+
+    fn live_store(&self) -> Option<Arc<dyn Member>> {
+        if matches!(self.health(), Health::Failed { .. }) {
+            return None;
+        }
+        read(&self.store).clone()
+    }
+
+    pub fn read_errors(&self) -> u64 {
+        self.read_errors.load(Ordering::SeqCst)
+    }
+}
+
+/// Background integrity work settings (from the volume's configuration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegritySettings {
+    /// Rebuild rate while foreground I/O is going on (MD's speed_limit_min), MB/s.
+    pub rebuild_min_mb_s: f64,
+    /// Scrub every copy this often (None: only on request).
+    pub scrub_interval_s: Option<f64>,
+}
+
+impl Default for IntegritySettings {
+    fn default() -> Self {
+        Self {
+            rebuild_min_mb_s: 5.0,
+            scrub_interval_s: None,
+        }
+    }
+}
+
+/// Result of a client's sleep request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SleepOutcome {
+    Accepted(PowerState),
+    Declined(String),
+}
+
+#[derive(Debug)]
+pub struct Volume {
+    name: String,
+    layout: Box<dyn Layout>,
+    slots: Vec<MemberSlot>,
+    clock: Arc<dyn Clock>,
+    /// Writes hold their member ranges exclusively, reads shared; rebuild, resync and scrub
+    /// hold only the chunk they copy.
+    ranges: RangeLocks,
+    /// Generation bump, health change and header writes happen under this lock, so a
+    /// concurrent persist cannot write an older picture of the array over a newer one.
+    headers: Mutex<()>,
+    /// Write-intent bitmap (None in virtual time and for unmirrored volumes' replays).
+    intent: Option<WriteIntent>,
+    integrity: IntegritySettings,
+    /// Foreground requests served so far (a rebuild slows down while it moves).
+    foreground: AtomicU64,
+    /// The periodic scrub's progress.
+    scrub_run: Mutex<resync::ScrubRun>,
+    hints: Mutex<Vec<(u64, u64)>>,
+    recorder: Option<TraceRecorder>,
+    /// The header template written to members (None in virtual time).
+    identity: Mutex<Option<Superblock>>,
+    latency: Histogram,
+}
+
+impl Volume {
+    pub fn new(
+        name: &str,
+        layout: Box<dyn Layout>,
+        slots: Vec<MemberSlot>,
+        clock: Arc<dyn Clock>,
+        recorder: Option<TraceRecorder>,
+        identity: Option<Superblock>,
+    ) -> Self {
+        Self {
+            name: name.to_string(),
+            layout,
+            slots,
+            clock,
+            ranges: RangeLocks::default(),
+            headers: Mutex::new(()),
+            intent: None,
+            integrity: IntegritySettings::default(),
+            foreground: AtomicU64::new(0),
+            scrub_run: Mutex::new(resync::ScrubRun::default()),
+            hints: Mutex::new(Vec::new()),
+            recorder,
+            identity: Mutex::new(identity),
+            latency: Histogram::default(),
+        }
+    }
+
+    /// Keep a write-intent bitmap (set up by assembly).
+    pub fn with_write_intent(mut self, intent: WriteIntent) -> Self {
+        self.intent = Some(intent);
+        self
+    }
+
+    pub fn with_integrity(mut self, settings: IntegritySettings) -> Self {
+        self.integrity = settings;
+        self
+    }
+
+    pub fn integrity(&self) -> &IntegritySettings {
+        &self.integrity
+    }
+
+    /// Foreground requests served so far.
+    pub fn foreground_requests(&self) -> u64 {
+        self.foreground.load(Ordering::Relaxed)
+    }
+
+    pub fn write_intent(&self) -> Option<&WriteIntent> {
+        self.intent.as_ref()
+    }
+
+    /// Mirror group of a member: the lowest index holding the same bytes.
+    fn group_of(&self, member: usize) -> usize {
+        self.layout
+            .mirror_of(member)
+            .map_or(member, |mirror| mirror.min(member))
+    }
+
+    /// Every mirror group (its lowest member).
+    fn groups(&self) -> Vec<usize> {
+        let mut g: Vec<usize> = (0..self.slots.len()).map(|m| self.group_of(m)).collect();
+        g.dedup();
+        g
+    }
+
+    /// The member ranges, per mirror group, that volume bytes `offset..offset+len` occupy.
+    fn spans_of(&self, offset: u64, len: u64) -> Vec<Span> {
+        self.layout
+            .map(offset, len)
+            .iter()
+            .filter_map(|piece| {
+                let &(member, start) = piece.placements.first()?;
+                Some(Span {
+                    group: self.group_of(member),
+                    start,
+                    end: start + piece.len,
+                })
+            })
+            .collect()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn layout(&self) -> &dyn Layout {
+        self.layout.as_ref()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.layout.capacity()
+    }
+
+    pub fn member_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn slot(&self, i: usize) -> Option<&MemberSlot> {
+        self.slots.get(i)
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    fn member_error(&self, member: usize, problem: impl Into<String>) -> VolumeError {
+        VolumeError::Member {
+            volume: self.name.clone(),
+            member,
+            problem: problem.into(),
+        }
+    }
+
+    fn views(&self, now: Seconds) -> Vec<MemberView> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                let ready_at = lock(&slot.drive).ready_estimate(now);
+                match slot.health() {
+                    Health::InSync => MemberView::healthy(ready_at),
+                    Health::Failed { .. } => MemberView {
+                        valid_below: 0,
+                        writable: false,
+                        ready_at,
+                    },
+                    Health::Rebuilding { watermark } => MemberView {
+                        valid_below: watermark,
+                        writable: true,
+                        ready_at,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Plan a request and queue its pieces on the drive models; returns each piece with
+    /// its modelled completion time.
+    pub fn schedule(
+        &self,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<(MemberIo, Seconds)>, VolumeError> {
+        let now = self.clock.now();
+        let plan = self.layout.plan(kind, offset, len, &self.views(now))?;
+        Ok(plan
+            .into_iter()
+            .map(|io| {
+                let done =
+                    lock(&self.slots[io.member].drive).submit(now, kind, io.member_offset, io.len);
+                (io, done)
+            })
+            .collect())
+    }
+
+    /// Virtual time: the completion time of a request arriving now.
+    pub fn simulate(&self, kind: IoKind, offset: u64, len: u64) -> Result<Seconds, VolumeError> {
+        let now = self.clock.now();
+        Ok(self
+            .schedule(kind, offset, len)?
+            .iter()
+            .map(|(_, done)| *done)
+            .fold(now, f64::max))
+    }
+
+    /// Real time: wait out the modelled service of the members that emulate a drive.
+    fn wait_for(&self, scheduled: &[(MemberIo, Seconds)]) {
+        let until = scheduled
+            .iter()
+            .filter(|(io, _)| {
+                self.slots[io.member]
+                    .live_store()
+                    .is_some_and(|s| s.emulates_timing())
+            })
+            .map(|(_, done)| *done)
+            .fold(f64::NEG_INFINITY, f64::max);
+        if until.is_finite() {
+            self.clock.sleep_until(until);
+        }
+    }
+
+    fn observe(&self, disk: usize, kind: IoKind, offset: u64, len: u64, started: Seconds) {
+        let elapsed = self.clock.now() - started;
+        match disk.checked_sub(1) {
+            None => self.latency.observe(elapsed),
+            Some(member) => self.slots[member].latency.observe(elapsed),
+        }
+        if let Some(rec) = &self.recorder {
+            rec.record(disk as u32, kind, offset, len, elapsed);
+        }
+    }
+
+    /// Every byte of the volume still has a valid copy: each member that is not in sync has
+    /// an in-sync mirror. (Checked by health, not by mapping the whole volume.)
+    fn check_redundancy(&self) -> Result<(), VolumeError> {
+        for (i, slot) in self.slots.iter().enumerate() {
+            if slot.health() == Health::InSync {
+                continue;
+            }
+            let covered = self
+                .layout
+                .mirror_of(i)
+                .and_then(|m| self.slots.get(m))
+                .is_some_and(|m| m.health() == Health::InSync);
+            if !covered {
+                return Err(VolumeError::Io {
+                    volume: self.name.clone(),
+                    problem: format!(
+                        "member {i} is not in sync and no in-sync copy of its data is left"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply due power transitions and hand spin-downs to the members that act on them.
+    pub fn tick(&self) {
+        self.integrity_tick();
+        let now = self.clock.now();
+        for (i, slot) in self.slots.iter().enumerate() {
+            let events = {
+                let mut drive = lock(&slot.drive);
+                drive.advance_to(now);
+                drive.take_events()
+            };
+            for event in events {
+                tracing::debug!(volume = %self.name, member = i, ?event, "power transition");
+                if let PowerEvent::SpinDownStarted { .. } = event {
+                    if let Some(store) = slot.live_store() {
+                        // Flush while it still spins, so no later FLUSH CACHE wakes it.
+                        if slot.unflushed.swap(false, Ordering::SeqCst) {
+                            if let Err(e) = store.flush() {
+                                self.fail_member(i, &format!("flush before spin-down: {e}"));
+                                continue;
+                            }
+                        }
+                        if let Err(e) = store.spin_down() {
+                            tracing::warn!(volume = %self.name, member = i, error = %e, "spin-down command failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn live_slots(&self) -> impl Iterator<Item = &MemberSlot> {
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s.health(), Health::Failed { .. }))
+    }
+
+    pub fn power_state(&self) -> PowerState {
+        let now = self.clock.now();
+        PowerState::aggregate(self.live_slots().map(|s| {
+            let mut d = lock(&s.drive);
+            d.advance_to(now);
+            d.state()
+        }))
+    }
+
+    /// Spin up every live member; returns the aggregate state and seconds until all are ready.
+    pub fn wake(&self) -> (PowerState, f64) {
+        let now = self.clock.now();
+        let ready = self
+            .live_slots()
+            .map(|s| lock(&s.drive).wake(now))
+            .fold(now, f64::max);
+        (self.power_state(), ready - now)
+    }
+
+    pub fn sleep(&self, expected_idle_s: Option<f64>) -> SleepOutcome {
+        let now = self.clock.now();
+        for slot in self.live_slots() {
+            if let Err(reason) = lock(&slot.drive).sleep(now, expected_idle_s) {
+                return SleepOutcome::Declined(reason);
+            }
+        }
+        SleepOutcome::Accepted(self.power_state())
+    }
+
+    /// Record the extents the client will touch next (later layouts act on them).
+    pub fn hint(&self, extents: &[(u64, u64)]) -> Result<usize, VolumeError> {
+        for &(offset, len) in extents {
+            if offset
+                .checked_add(len)
+                .is_none_or(|end| end > self.capacity())
+            {
+                return Err(LayoutError::OutOfRange {
+                    offset,
+                    len,
+                    size: self.capacity(),
+                }
+                .into());
+            }
+        }
+        let mut hints = lock(&self.hints);
+        *hints = extents.to_vec();
+        Ok(hints.len())
+    }
+
+    pub fn hints(&self) -> Vec<(u64, u64)> {
+        lock(&self.hints).clone()
+    }
+
+    /// Ledgers of every member up to `now`.
+    pub fn member_ledgers(&self, now: Seconds) -> Vec<Ledger> {
+        self.slots
+            .iter()
+            .map(|s| lock(&s.drive).ledger_at(now))
+            .collect()
+    }
+
+    pub fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+
+    pub fn member_latency(&self, member: usize) -> Option<&Histogram> {
+        self.slots.get(member).map(|s| &s.latency)
+    }
+
+    /// The volume object of the control protocol.
+    pub fn status(&self) -> serde_json::Value {
+        let now = self.clock.now();
+        let ledgers = self.member_ledgers(now);
+        let total = Ledger::sum(&ledgers);
+        let members: Vec<_> = self
+            .slots
+            .iter()
+            .zip(&ledgers)
+            .enumerate()
+            .map(|(i, (slot, ledger))| {
+                let (state, profile, policy) = {
+                    let d = lock(&slot.drive);
+                    (
+                        d.state(),
+                        d.profile().summary(d.standby_mode()),
+                        d.policy_description(),
+                    )
+                };
+                let store = read(&slot.store).clone();
+                serde_json::json!({
+                    "index": i,
+                    "kind": store.as_ref().map(|s| s.kind().to_string()),
+                    "path": store.as_ref().map(|s| s.describe()),
+                    "device_power_state": store.as_ref().and_then(|s| s.reported_power_state()),
+                    "health": slot.health(),
+                    "read_errors": slot.read_errors(),
+                    "state": state,
+                    "policy": policy,
+                    "profile": profile,
+                    "ledger": ledger,
+                })
+            })
+            .collect();
+        let profile = self
+            .slots
+            .first()
+            .map(|s| {
+                let d = lock(&s.drive);
+                d.profile().summary(d.standby_mode())
+            })
+            .unwrap_or(serde_json::Value::Null);
+        let degraded = self.slots.iter().any(|s| s.health() != Health::InSync);
+        serde_json::json!({
+            "name": self.name,
+            "layout": self.layout.kind(),
+            "stripe_unit": self.layout.stripe_unit(),
+            "capacity_bytes": self.capacity(),
+            "state": self.power_state(),
+            "degraded": degraded,
+            "profile": profile,
+            "energy_joules": total.energy_joules,
+            "ledger": total,
+            "hints": self.hints().len(),
+            "resync_pending_regions": self.resync_pending(),
+            "last_scrub": self.last_scrub(),
+            "bitmap_dirty_regions": self.intent.as_ref().map(|i| i.dirty_regions()),
+            "members": members,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Root integrity tests of the storage agent's RAID10 (issue 11, items 4 and 5): kill -9 of
+# the agent at random moments under concurrent writers, 20 times; after every restart the
+# write-intent bitmap's resync must leave both mirrors identical, and data written before the
+# crashes must still verify. One line per test ("ok - …" / "not ok - …: why"), then
+# "N passed, M failed". Everything lives under one temporary directory, removed on exit.
+#
+#   bash contrib-storage/tests/integrity-root.sh              # as root
+#   GRS_BIN=/path/to/greenreplica-storage ROUNDS=5 bash …     # another binary, fewer crashes
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+WS=$(dirname "$HERE")
+ROUNDS=${ROUNDS:-20}
+PASSED=0
+FAILED=0
+pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "not ok - the integrity tests must run as root (FUSE, loop devices, ext4); nothing was tested"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+missing=""
+for tool in fio jq losetup mkfs.ext4 e2fsck fsfreeze filefrag fusermount3 cmp; do
+	command -v "$tool" >/dev/null || missing="$missing $tool"
+done
+if [ -n "$missing" ] || [ ! -e /dev/fuse ]; then
+	echo "not ok - missing prerequisites:${missing:- }$([ -e /dev/fuse ] || echo ' /dev/fuse')"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+export PATH=$HOME/.cargo/bin:$PATH
+BIN=${GRS_BIN:-}
+if [ -z "$BIN" ]; then
+	if ! (cd "$WS" && cargo build --quiet); then
+		echo "not ok - cargo build failed"
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	BIN=$WS/target/debug/greenreplica-storage
+fi
+
+WORK=$(mktemp -d /tmp/grs-integrity.XXXXXX)
+chmod 755 "$WORK"
+AGENT_PID=""
+WRITERS=()
+
+cleanup() {
+	local pid
+	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null
+	for _ in $(seq 1 40); do
+		[ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null || break
+		sleep 0.25
+	done
+	[ -n "$AGENT_PID" ] && kill -KILL "$AGENT_PID" 2>/dev/null
+	fsfreeze -u "$MNT" 2>/dev/null
+	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null; done
+	losetup -a 2>/dev/null | grep -F "$WORK" | cut -d: -f1 |
+		while read -r dev; do losetup -d "$dev" 2>/dev/null; done
+	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null; done
+	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+SOCK=$WORK/run/control.sock
+MNT=$WORK/mnt/int
+M0=$WORK/members/int-0.img
+M1=$WORK/members/int-1.img
+mkdir -p "$WORK"/{members,state,run,mnt/int}
+cat >"$WORK/agent.toml" <<CONF
+[agent]
+socket = "$SOCK"
+state_dir = "$WORK/state"
+runtime_dir = "$WORK/run"
+
+[[volume]]
+name = "int"
+layout = "raid10"
+stripe_unit = 65536
+policy = "always-on"
+[volume.export]
+mount_point = "$MNT"
+[[volume.member]]
+kind = "file"
+path = "$M0"
+size = "96MiB"
+profile = "test-fast"
+[[volume.member]]
+kind = "file"
+path = "$M1"
+size = "96MiB"
+profile = "test-fast"
+CONF
+
+grs() { "$BIN" --socket "$SOCK" "$@"; }
+
+start_agent() { # returns once the volume is mounted
+	"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 1 160); do
+		kill -0 "$AGENT_PID" 2>/dev/null || return 1
+		if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
+			return 0
+		fi
+		sleep 0.25
+	done
+	return 1
+}
+
+resync_done() { # waits until the agent reports no region left to resync
+	local pending
+	for _ in $(seq 1 240); do
+		pending=$(grs request '{"op":"volume","volume":"int"}' 2>/dev/null | jq -r '.volume.resync_pending_regions // 0')
+		[ "$pending" = "0" ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
+mirrors_identical() { # with the filesystem frozen (nothing in flight), compare past the header
+	local same=1
+	fsfreeze -f "$MNT" || return 1
+	cmp -s -i 1048576 "$M0" "$M1" || same=0
+	[ "$same" -eq 1 ] || cmp -i 1048576 "$M0" "$M1" 2>&1 | head -1 >>"$WORK/diverged"
+	fsfreeze -u "$MNT"
+	[ "$same" -eq 1 ]
+}
+
+FIO_COMMON=(--ioengine=psync --bs=16k --verify=crc32c --verify_state_save=0 --randseed=11 --group_reporting --minimal)
+
+if ! start_agent; then
+	fail "the agent starts" "$(tail -5 "$WORK/agent.log")"
+	echo "$PASSED passed, $FAILED failed"
+	exit 1
+fi
+# Data written once, before any crash: it must verify after all of them.
+if fio "${FIO_COMMON[@]}" --name=kept --filename="$MNT/kept.fio" --size=16M --rw=randwrite \
+	--do_verify=1 --fsync_on_close=1 >>"$WORK/fio.log" 2>&1; then
+	pass "fio writes and verifies the data kept across the crashes"
+else
+	fail "fio writes and verifies the data kept across the crashes" "$(tail -3 "$WORK/fio.log")"
+fi
+
+diverged_rounds=0
+restart_failures=0
+for round in $(seq 1 "$ROUNDS"); do
+	# Concurrent writers: two buffered random writers and two direct writers hammering the
+	# same blocks of one file.
+	WRITERS=()
+	for job in 1 2; do
+		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
+			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		WRITERS+=($!)
+		fio --ioengine=psync --bs=4k --direct=1 --name="same$job" --filename="$MNT/same" --size=1M \
+			--rw=randwrite --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		WRITERS+=($!)
+	done
+	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + (r % 170) / 100 }')"
+	kill -KILL "$AGENT_PID"
+	wait "$AGENT_PID" 2>/dev/null
+	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	for pid in "${WRITERS[@]}"; do wait "$pid" 2>/dev/null; done
+	WRITERS=()
+	if ! start_agent; then
+		restart_failures=$((restart_failures + 1))
+		echo "round $round: restart failed" >>"$WORK/diverged"
+		break
+	fi
+	if ! resync_done || ! mirrors_identical; then
+		diverged_rounds=$((diverged_rounds + 1))
+		echo "round $round: mirrors differ after the restart" >>"$WORK/diverged"
+	fi
+done
+
+if [ "$restart_failures" -eq 0 ]; then
+	pass "the agent restarts after each of $ROUNDS kill -9 under concurrent writers"
+else
+	fail "the agent restarts after each kill -9" "$(tail -5 "$WORK/agent.log")"
+fi
+if [ "$diverged_rounds" -eq 0 ] && [ "$restart_failures" -eq 0 ]; then
+	pass "after every restart both mirrors are identical past the header ($ROUNDS crashes)"
+else
+	fail "after every restart both mirrors are identical past the header" \
+		"$diverged_rounds of $ROUNDS rounds diverged: $(head -3 "$WORK/diverged" | tr '\n' ' ')"
+fi
+if fio "${FIO_COMMON[@]}" --name=kept --filename="$MNT/kept.fio" --size=16M --rw=randwrite \
+	--verify_only=1 >>"$WORK/fio.log" 2>&1; then
+	pass "fio verifies the data written before the crashes"
+else
+	fail "fio verifies the data written before the crashes" "$(tail -3 "$WORK/fio.log")"
+fi
+
+# Silent corruption of one copy: scrub --check-only reports it, scrub repairs it.
+fsfreeze -f "$MNT"
+printf 'corrupted-by-the-test' | dd of="$M1" bs=1 seek=$((1048576 + 40 * 1048576 + 123)) conv=notrunc status=none
+fsfreeze -u "$MNT"
+checked=$(grs scrub int --check-only 2>&1)
+if [ "$(echo "$checked" | jq -r '.report.mismatched_chunks' 2>/dev/null)" = "1" ] &&
+	[ "$(echo "$checked" | jq -r '.report.repaired_chunks')" = "0" ]; then
+	pass "scrub --check-only reports the one corrupted chunk and leaves it"
+else
+	fail "scrub --check-only reports the one corrupted chunk and leaves it" "$checked"
+fi
+repaired=$(grs scrub int 2>&1)
+if [ "$(echo "$repaired" | jq -r '.report.repaired_chunks' 2>/dev/null)" = "1" ] && mirrors_identical; then
+	pass "scrub repairs it from the first copy: both mirrors identical again"
+else
+	fail "scrub repairs it from the first copy" "$repaired"
+fi
+
+# Latent sector errors (injected with the members' inject_read_errors): in one 64 KiB
+# stripe unit of kept.fio, every even 4 KiB block fails to read on member 0 and every odd one
+# on member 1, so whichever copy serves a read there hits a bad block. Reads must be served
+# from the other copy and the bad blocks rewritten; fio must see no error.
+ext=$(filefrag -e "$MNT/kept.fio" 2>/dev/null)
+fs_block=$(echo "$ext" | sed -n 's/.*blocks of \([0-9]*\) bytes.*/\1/p' | head -1)
+read -r first_block extent_blocks < <(echo "$ext" | awk '$1 == "0:" { gsub(/[.:]/, " "); print $4, $6 }')
+bad_start=$(((first_block * fs_block / 65536 + 1) * 65536))
+if [ -z "$fs_block" ] || [ -z "$first_block" ] ||
+	[ $((first_block * fs_block + extent_blocks * fs_block)) -lt $((bad_start + 65536)) ]; then
+	fail "injected read errors are corrected from the mirror" "cannot place them: $(echo "$ext" | head -4 | tr '\n' ' ')"
+else
+	ranges0="" ranges1=""
+	for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+		r="[$((bad_start + i * 4096)), 4096]"
+		if [ $((i % 2)) -eq 0 ]; then ranges0="$ranges0${ranges0:+, }$r"; else ranges1="$ranges1${ranges1:+, }$r"; fi
+	done
+	awk -v r0="$ranges0" -v r1="$ranges1" '
+		{ print }
+		/^path = .*int-0.img"$/ { print "inject_read_errors = [" r0 "]" }
+		/^path = .*int-1.img"$/ { print "inject_read_errors = [" r1 "]" }' "$WORK/agent.toml" >"$WORK/faulty.toml"
+	kill -TERM "$AGENT_PID"
+	wait "$AGENT_PID"
+	cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
+	cp "$WORK/faulty.toml" "$WORK/agent.toml"
+	start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
+	cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
+	if fio "${FIO_COMMON[@]}" --name=kept --filename="$MNT/kept.fio" --size=16M --rw=randwrite \
+		--verify_only=1 >>"$WORK/fio.log" 2>&1; then
+		pass "fio verifies every block although reads of one copy fail (served from the mirror)"
+	else
+		fail "fio verifies every block although reads of one copy fail" "$(tail -3 "$WORK/fio.log")"
+	fi
+	vol=$(grs request '{"op":"volume","volume":"int"}')
+	errors=$(echo "$vol" | jq '[.volume.members[].read_errors] | add')
+	healths=$(echo "$vol" | jq -r '[.volume.members[].health.health] | join(",")')
+	if [ "${errors:-0}" -ge 1 ] && [ "$healths" = "in_sync,in_sync" ]; then
+		pass "the read errors were counted ($errors) and corrected; both members stay in sync"
+	else
+		fail "the read errors were counted and corrected; both members stay in sync" "read_errors $errors, health $healths"
+	fi
+	grs scrub int >/dev/null 2>&1
+	rescan=$(grs scrub int --check-only 2>&1)
+	if [ "$(echo "$rescan" | jq -r '.report.mismatched_chunks, .report.read_errors' 2>/dev/null | tr '\n' ' ')" = "0 0 " ] &&
+		mirrors_identical; then
+		pass "after a scrub every bad block is rewritten: no read error, copies identical"
+	else
+		fail "after a scrub every bad block is rewritten" "$rescan"
+	fi
+fi
+
+# A clean stop, then both copies are a clean ext4 and identical.
+kill -TERM "$AGENT_PID"
+if wait "$AGENT_PID"; then
+	pass "SIGTERM stops the agent cleanly"
+else
+	fail "SIGTERM stops the agent cleanly" "$(tail -3 "$WORK/agent.log")"
+fi
+AGENT_PID=""
+if cmp -s -i 1048576 "$M0" "$M1"; then
+	pass "after the clean stop both mirror images are identical"
+else
+	fail "after the clean stop both mirror images are identical" "$(cmp -i 1048576 "$M0" "$M1" 2>&1 | head -1)"
+fi
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
