@@ -320,6 +320,18 @@ impl Volume {
 
     /// Make every acknowledged write durable on every live member.
     pub fn flush(&self) -> Result<(), VolumeError> {
+        // FLUSH CACHE on the drive models: an fsync waits for their write-back caches.
+        let now = self.clock.now();
+        let mut until = f64::NEG_INFINITY;
+        for slot in &self.slots {
+            let done = lock(&slot.drive).flush(now);
+            if slot.live_store().is_some_and(|s| s.emulates_timing()) {
+                until = until.max(done);
+            }
+        }
+        if until.is_finite() {
+            self.clock.sleep_until(until);
+        }
         for (i, slot) in self.slots.iter().enumerate() {
             if let Some(store) = slot.live_store() {
                 if let Err(e) = store.flush() {

@@ -287,6 +287,19 @@ impl WriteCache {
         self.extents.iter().map(|(&s, e)| (s, e.len))
     }
 
+    /// Extent starts in [from, to).
+    pub fn starts_in(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
+        self.extents.range(from..to).map(|(&s, _)| s)
+    }
+
+    /// Extent starts in sweep order from `offset` upwards, wrapping to the lowest.
+    pub fn sweep_from(&self, offset: u64) -> impl Iterator<Item = u64> + '_ {
+        self.extents
+            .range(offset..)
+            .chain(self.extents.range(..offset))
+            .map(|(&s, _)| s)
+    }
+
     pub fn take(&mut self, offset: u64) -> Option<Extent> {
         let e = self.extents.remove(&offset)?;
         self.dirty -= e.len;

@@ -11,9 +11,10 @@ use super::mechanism::{HeadPosition, Mechanism, Served};
 use super::queue::{Command, Op};
 use super::seek::SeekCurve;
 
-/// Dirty extents considered per destage (in sweep order from the head): bounds the cost
+/// Dirty extents considered per destage when none is on the head's cylinder (in sweep
+/// order from the head): bounds the cost
 /// of choosing among thousands of cached writes, as a drive's firmware does.
-const DESTAGE_WINDOW: usize = 64;
+const DESTAGE_WINDOW: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct DiskMechanism {
@@ -152,24 +153,45 @@ impl DiskMechanism {
             && self.write_cache.dirty_bytes() + command.len <= self.write_cache_capacity
     }
 
-    /// The dirty extent the head reaches first among the next few in sweep order.
+    /// The dirty extent to write back next: the one the head reaches first among those on
+    /// its own track, else its own cylinder, else the next cylinder up that holds any.
+    /// Finishing a track first keeps greedy choices from stranding extents behind the sweep
+    /// (each stranded track costs another revolution later).
     fn next_destage(&self, at: Seconds) -> Option<u64> {
-        let head_offset = self
-            .head
-            .map_or(0, |h| self.geometry.lba(h) * self.geometry.sector_bytes());
-        let starts: Vec<u64> = self.write_cache.starts().map(|(s, _)| s).collect();
-        let from = starts.partition_point(|&s| s < head_offset);
-        let window = starts[from..]
-            .iter()
-            .chain(starts[..from].iter())
-            .take(DESTAGE_WINDOW);
         let sb = self.geometry.sector_bytes();
-        window
-            .map(|&s| {
+        let mut candidates: Vec<u64> = Vec::new();
+        if let Some(h) = self.head {
+            let spt = self.geometry.zones()[h.zone].sectors_per_track;
+            let track = self.geometry.lba(Location { sector: 0, ..h }) * sb;
+            candidates.extend(self.write_cache.starts_in(track, track + spt * sb));
+            if candidates.is_empty() {
+                let cylinder = self.geometry.lba(Location {
+                    head: 0,
+                    sector: 0,
+                    ..h
+                }) * sb;
+                let end = cylinder + self.geometry.surfaces() * spt * sb;
+                candidates.extend(self.write_cache.starts_in(cylinder, end));
+            }
+        }
+        if candidates.is_empty() {
+            // Move on to the next cylinder that holds dirty data (C-LOOK), not past it.
+            let from = self.head.map_or(0, |h| self.geometry.lba(h) * sb);
+            let mut ahead = self.write_cache.sweep_from(from).take(DESTAGE_WINDOW);
+            if let Some(first) = ahead.next() {
+                let cylinder = self.geometry.locate(first / sb).cylinder;
+                candidates.push(first);
+                candidates
+                    .extend(ahead.filter(|&s| self.geometry.locate(s / sb).cylinder == cylinder));
+            }
+        }
+        candidates
+            .into_iter()
+            .map(|s| {
                 let loc = self.geometry.locate(s / sb);
                 (s, self.sector_reached(self.head, loc, at, true))
             })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .min_by(|x, y| x.1.total_cmp(&y.1))
             .map(|(s, _)| s)
     }
 }

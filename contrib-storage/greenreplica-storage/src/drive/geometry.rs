@@ -48,7 +48,9 @@ impl Geometry {
             .geometry
             .clone()
             .unwrap_or_else(|| Self::derived_spec(profile, revolution_s));
-        Self::new(&spec, revolution_s, profile.track_to_track_seek_ms / 1e3)
+        // Writes settle longer after a seek: the cylinder skew covers the slower of the two.
+        let cylinder_switch_s = (profile.track_to_track_seek_ms + spec.write_settle_ms) / 1e3;
+        Self::new(&spec, revolution_s, cylinder_switch_s)
     }
 
     /// One zone, two surfaces, the profile's transfer rate as media rate.
@@ -73,9 +75,9 @@ impl Geometry {
     }
 
     /// Skews default to the sectors that pass under the head during a head switch
-    /// (track skew) or a one-cylinder seek (cylinder skew), so a sequential transfer
+    /// (track skew) or a one-cylinder switch (cylinder skew), so a sequential transfer
     /// continues on the next track without losing a revolution.
-    pub fn new(spec: &GeometrySpec, revolution_s: f64, track_to_track_s: f64) -> Self {
+    pub fn new(spec: &GeometrySpec, revolution_s: f64, cylinder_switch_s: f64) -> Self {
         let mut zones = Vec::with_capacity(spec.zones.len());
         let (mut cylinder, mut lba) = (0, 0);
         for z in &spec.zones {
@@ -91,7 +93,7 @@ impl Geometry {
                     .unwrap_or_else(|| sectors_in(spec.head_switch_ms / 1e3)),
                 cylinder_skew: z
                     .cylinder_skew
-                    .unwrap_or_else(|| sectors_in(track_to_track_s)),
+                    .unwrap_or_else(|| sectors_in(cylinder_switch_s)),
             };
             cylinder += zone.cylinders;
             lba += zone.sectors(spec.surfaces);

@@ -476,3 +476,14 @@ fn random_reads_at_depth_one_average_seek_plus_half_a_turn() {
         );
     }
 }
+
+#[test]
+fn flush_of_a_clean_sleeping_drive_does_not_wake_it() {
+    let mut d = drive("test-fast", "idle-timeout:1");
+    d.advance_to(5.0);
+    assert_eq!(d.state(), PowerState::Standby);
+    assert_eq!(d.flush(5.0), 5.0);
+    d.advance_to(6.0);
+    assert_eq!(d.state(), PowerState::Standby);
+    assert_eq!(d.ledger_at(6.0).spin_ups, 0);
+}
