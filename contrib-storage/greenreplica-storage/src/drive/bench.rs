@@ -330,6 +330,8 @@ mod legacy {
         revolution: f64,
         track_bytes: f64,
         rate: f64,
+        read_overhead: f64,
+        write_overhead: f64,
         head: Option<u64>,
     }
 
@@ -353,14 +355,20 @@ mod legacy {
                 revolution,
                 track_bytes: rate * revolution,
                 rate,
+                read_overhead: p.read_overhead_ms / 1e3,
+                write_overhead: p.write_overhead_ms / 1e3,
                 head: None,
             }
         }
 
         pub fn service(&mut self, write: bool, offset: u64, len: u64, start: Seconds) -> Seconds {
-            let _ = write;
+            let overhead = if write {
+                self.write_overhead
+            } else {
+                self.read_overhead
+            };
             if self.revolution == 0.0 {
-                return len as f64 / self.rate;
+                return overhead + len as f64 / self.rate;
             }
             let positioning = match self.head {
                 Some(h) if h == offset => 0.0,
@@ -378,7 +386,7 @@ mod legacy {
                 }
             };
             self.head = Some(offset + len);
-            positioning + len as f64 / self.rate
+            overhead + positioning + len as f64 / self.rate
         }
     }
 }
