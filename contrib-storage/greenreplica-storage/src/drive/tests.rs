@@ -487,3 +487,34 @@ fn flush_of_a_clean_sleeping_drive_does_not_wake_it() {
     assert_eq!(d.state(), PowerState::Standby);
     assert_eq!(d.ledger_at(6.0).spin_ups, 0);
 }
+
+#[test]
+fn a_write_across_a_cylinder_boundary_loses_no_revolution() {
+    // One write over a whole cylinder of the WD1600AAJS and into the next: the cylinder
+    // skew must cover the one-cylinder seek plus the write settle, or the write waits for
+    // almost a full turn at the boundary.
+    let mut d = drive("wd1600aajs", "always-on");
+    d.set_write_cache(false);
+    let g = geometry::Geometry::from_profile(d.profile());
+    let spt = g.zones()[0].sectors_per_track;
+    let cylinder_bytes = g.surfaces() * spt * 512;
+    let start = cylinder_bytes * 10;
+    let t0 = d.submit(0.0, IoKind::Read, start, 512);
+    let len = cylinder_bytes + spt * 512;
+    let positioned = d.submit_op(t0, Op::Write { fua: true }, start, 512, Class::Foreground);
+    let done = d.submit_op(
+        positioned,
+        Op::Write { fua: true },
+        start + 512,
+        len - 512,
+        Class::Foreground,
+    );
+    let revolution = 60.0 / 7200.0;
+    let tracks = (len - 512) as f64 / (spt * 512) as f64;
+    // Media time plus at most the switches' skew, far less than one extra revolution.
+    assert!(
+        done - positioned < (tracks + 0.5) * revolution,
+        "{} revolutions",
+        (done - positioned) / revolution
+    );
+}
