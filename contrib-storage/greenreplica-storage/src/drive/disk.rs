@@ -244,6 +244,7 @@ impl Mechanism for DiskMechanism {
         let bus = len as f64 / self.bus_rate;
         let hit = |done| Served {
             done,
+            media_free_at: done,
             cache_hit: true,
             data: None,
         };
@@ -273,6 +274,7 @@ impl Mechanism for DiskMechanism {
                         }
                         Served {
                             done,
+                            media_free_at: done,
                             cache_hit: false,
                             data: None,
                         }
@@ -294,7 +296,11 @@ impl Mechanism for DiskMechanism {
                     if self.write_cache.dirty_bytes() + len <= self.write_cache_capacity {
                         self.write_cache
                             .insert(offset, len, command.data.as_deref());
-                        return hit(t + bus);
+                        // The host's data streams into the buffer while the media is free.
+                        return Served {
+                            media_free_at: t,
+                            ..hit(t + bus)
+                        };
                     }
                 }
                 self.stop_streaming(t);
@@ -302,6 +308,7 @@ impl Mechanism for DiskMechanism {
                 let done = self.media_access(first, count, t, true);
                 Served {
                     done,
+                    media_free_at: done,
                     cache_hit: false,
                     data: None,
                 }
@@ -313,6 +320,7 @@ impl Mechanism for DiskMechanism {
                 }
                 Served {
                     done: t,
+                    media_free_at: t,
                     cache_hit: false,
                     data: None,
                 }

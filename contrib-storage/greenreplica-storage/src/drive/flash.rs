@@ -60,6 +60,7 @@ impl Mechanism for FlashMechanism {
         self.channel_free_at = done;
         Served {
             done,
+            media_free_at: done,
             cache_hit: false,
             data: None,
         }

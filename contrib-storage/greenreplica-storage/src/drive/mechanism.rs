@@ -20,6 +20,9 @@ pub struct HeadPosition {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Served {
     pub done: Seconds,
+    /// When the mechanism can start the next command: before `done` when the rest is an
+    /// interface transfer into the buffer (a cached write), which overlaps media work.
+    pub media_free_at: Seconds,
     /// A read served from the buffer (no media access).
     pub cache_hit: bool,
     /// For reads of data still dirty in the write cache, the cached bytes when kept.

@@ -70,6 +70,9 @@ struct InFlight {
     data: Option<Vec<u8>>,
     /// Cached extents this operation writes to the media (on it once `done`).
     destaging: Vec<(u64, Extent)>,
+    /// Whether it holds a slot of the mechanism until `done` (a cached write does not: its
+    /// interface transfer overlaps the next media operation).
+    occupies: bool,
 }
 
 /// The mechanism a profile describes: flash for `rpm = 0`, else a disk.
@@ -186,13 +189,14 @@ impl Drive {
 
     /// When a free slot could start the next command, if there is work to start.
     fn dispatch_time(&self) -> Option<Seconds> {
-        if self.in_flight.len() >= self.mechanism.parallelism() {
+        let busy = self.in_flight.iter().filter(|f| f.occupies).count();
+        if busy >= self.mechanism.parallelism() {
             return None;
         }
         match self.queue.earliest_arrival() {
             Some(arrival) => Some(self.free_since.max(arrival)),
             // Idle with dirty data: destage it (background work, one extent at a time).
-            None if self.in_flight.is_empty() && self.mechanism.dirty_bytes() > 0 => {
+            None if busy == 0 && self.mechanism.dirty_bytes() > 0 => {
                 Some(self.free_since + self.mechanism.destage_delay())
             }
             None => None,
@@ -214,11 +218,16 @@ impl Drive {
                 cache_hit: false,
                 data: None,
                 destaging: self.mechanism.take_destaged(),
+                occupies: true,
             });
             return;
         };
         let served = self.mechanism.serve(&command, start);
         self.power.busy_until(served.done);
+        let occupies = served.media_free_at >= served.done;
+        if !occupies {
+            self.free_since = self.free_since.max(served.media_free_at);
+        }
         let ledger = self.power.ledger_mut();
         match command.op {
             Op::Read => {
@@ -238,6 +247,7 @@ impl Drive {
             cache_hit: served.cache_hit,
             data: served.data,
             destaging: self.mechanism.take_destaged(),
+            occupies,
         });
     }
 
@@ -251,7 +261,9 @@ impl Drive {
 
     fn complete(&mut self, index: usize) {
         let f = self.in_flight.swap_remove(index);
-        self.free_since = self.free_since.max(f.done);
+        if f.occupies {
+            self.free_since = self.free_since.max(f.done);
+        }
         self.on_media.extend(f.destaging);
         if let Some(c) = f.command {
             self.completions.push_back(Completion {
