@@ -63,13 +63,15 @@ def summarize(report):
 
 
 def plot(reports, path_reads, path_zones, path_writes):
-    disks = [r for r in reports if r["kind"] == "disk"]
+    # Real drives only: the fictional test-fast would flatten every axis.
+    disks = [r for r in reports if r["kind"] == "disk" and r["profile"] != "test-fast"]
+    colors = {r["profile"]: f"C{i}" for i, r in enumerate(disks)}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for r in disks:
         for ax, sched, style in ((axes[0], "fcfs", "--"), (axes[0], "sptf", "-")):
             pts = [point(r, sched, d) for d in (1, 4, 16, 32)]
             ax.plot([p["depth"] for p in pts], [p["iops"] for p in pts], style, marker="o",
-                    label=f"{r['profile']} {sched}")
+                    color=colors[r["profile"]], label=f"{r['profile']} {sched}")
         pts = [point(r, "sptf", d) for d in (1, 4, 16, 32)]
         axes[1].plot([p["depth"] for p in pts], [p["response_ms"]["p99"] for p in pts], marker="o",
                      label=r["profile"])
