@@ -84,6 +84,15 @@ enum Command {
     /// List the built-in drive profiles (or one, by name or path) with their derived
     /// break-even time per standby mode.
     Profiles { name: Option<String> },
+    /// Benchmark one drive profile's model in virtual time (random reads by queue depth and
+    /// scheduler, bandwidth per zone, scattered writes); prints one JSON object.
+    DriveBench {
+        profile: String,
+        #[arg(long, default_value_t = 4000)]
+        requests: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
         #[arg(long, default_value_t = 1_000_000)]
@@ -236,6 +245,15 @@ fn run(cli: Cli) -> Result<()> {
                 out.push(json!({"name": p.name, "default_standby_mode": p.default_standby_mode, "modes": modes}));
             }
             println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::DriveBench {
+            profile,
+            requests,
+            seed,
+        } => {
+            let report = greenreplica_storage::drive::bench::run(&profile, requests, seed)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }
         Command::SynthTrace {

@@ -24,7 +24,16 @@ const BUILTIN: &[(&str, &str)] = &[
         "seagate-st1000nm0011",
         include_str!("../../profiles/seagate-st1000nm0011.toml"),
     ),
+    ("wd1600aajs", include_str!("../../profiles/wd1600aajs.toml")),
+    (
+        "maxtor-atlas-10k-v",
+        include_str!("../../profiles/maxtor-atlas-10k-v.toml"),
+    ),
     ("ssd", include_str!("../../profiles/ssd.toml")),
+    (
+        "samsung-980-pro",
+        include_str!("../../profiles/samsung-980-pro.toml"),
+    ),
     ("test-fast", include_str!("../../profiles/test-fast.toml")),
 ];
 
@@ -59,6 +68,134 @@ pub struct StandbyMode {
     pub spin_up_s: f64,
     /// Energy of the whole spin-up; defaults to active power times its duration.
     pub spin_up_j: Option<f64>,
+    /// NVMe autonomous power state transition (APST): the device enters this state by
+    /// itself after this long idle, whatever the host's policy says.
+    pub autonomous_idle_ms: Option<f64>,
+}
+
+/// One recording zone: a band of cylinders with the same number of sectors per track.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneSpec {
+    pub cylinders: u64,
+    pub sectors_per_track: u64,
+    /// Sectors the start of a track is shifted against the previous track of the same
+    /// cylinder (covers a head switch); derived from `head_switch_ms` when absent.
+    pub track_skew: Option<u64>,
+    /// Shift across a cylinder boundary (covers a one-cylinder seek); derived when absent.
+    pub cylinder_skew: Option<u64>,
+}
+
+/// The mechanism of a rotating drive (DiskSim's layout and seek parameters).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GeometrySpec {
+    #[serde(default = "default_sector_bytes")]
+    pub sector_bytes: u64,
+    /// Recording surfaces, one head each (tracks per cylinder).
+    pub surfaces: u64,
+    pub head_switch_ms: f64,
+    /// Seek over the whole stroke (outermost to innermost cylinder), settle included.
+    pub full_stroke_seek_ms: f64,
+    /// Extra settle time of a write after a seek (writes need a tighter track lock).
+    #[serde(default)]
+    pub write_settle_ms: f64,
+    /// Seek distance, as a fraction of the stroke, below which seek time grows with the
+    /// square root of the distance (the arm accelerates and decelerates) and above which it
+    /// grows linearly (the arm coasts at full speed).
+    #[serde(default = "default_short_seek_fraction")]
+    pub short_seek_fraction: f64,
+    /// Outermost zone first.
+    pub zones: Vec<ZoneSpec>,
+}
+
+fn default_sector_bytes() -> u64 {
+    512
+}
+
+fn default_short_seek_fraction() -> f64 {
+    0.2
+}
+
+/// The drive's own buffer: read-ahead segments and the write-back cache.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    pub size_bytes: u64,
+    pub segments: u64,
+    /// How far the drive keeps reading past a read miss while it has nothing else to do.
+    pub read_ahead_bytes: u64,
+    /// Write-back caching as shipped (`hdparm -W1`); FUA writes and FLUSH CACHE bypass it.
+    pub write_cache: bool,
+    /// Idle time before the drive starts writing cached data back, so bursts coalesce.
+    #[serde(default = "default_destage_idle_ms")]
+    pub destage_idle_ms: f64,
+}
+
+fn default_destage_idle_ms() -> f64 {
+    100.0
+}
+
+/// Command queueing: how many commands the drive accepts and how it orders them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    #[serde(default = "default_queue_depth")]
+    pub depth: usize,
+    #[serde(default)]
+    pub scheduler: SchedulerKind,
+}
+
+impl Default for QueueSpec {
+    fn default() -> Self {
+        Self {
+            depth: default_queue_depth(),
+            scheduler: SchedulerKind::default(),
+        }
+    }
+}
+
+fn default_queue_depth() -> usize {
+    1
+}
+
+/// The order in which a drive serves the commands in its queue.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerKind {
+    /// First come, first served.
+    #[default]
+    Fcfs,
+    /// Shortest seek (cylinder distance) first.
+    Sstf,
+    /// Ascending sweep, jumping back to the lowest cylinder at the end.
+    CLook,
+    /// Shortest positioning time (seek and rotation) first.
+    Sptf,
+}
+
+impl std::str::FromStr for SchedulerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fcfs" => Ok(Self::Fcfs),
+            "sstf" => Ok(Self::Sstf),
+            "c-look" => Ok(Self::CLook),
+            "sptf" => Ok(Self::Sptf),
+            other => Err(format!(
+                "unknown scheduler {other:?} (fcfs, sstf, c-look, sptf)"
+            )),
+        }
+    }
+}
+
+/// A flash device: fixed latencies, shared bandwidth, internal parallelism.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlashSpec {
+    /// Commands the device works on at once (dies and channels behind the controller).
+    pub parallel_units: usize,
 }
 
 /// A drive's figures as read from its data file.
@@ -85,6 +222,14 @@ pub struct DriveProfile {
     pub idle_w: f64,
     pub default_standby_mode: String,
     pub standby_modes: Vec<StandbyMode>,
+    /// Rotating drives: zones, heads, skew and seek curve; derived from the figures above
+    /// (one zone) when absent.
+    pub geometry: Option<GeometrySpec>,
+    pub cache: Option<CacheSpec>,
+    #[serde(default)]
+    pub queue: QueueSpec,
+    /// Flash devices (`rpm = 0`).
+    pub flash: Option<FlashSpec>,
 }
 
 impl StandbyMode {
@@ -207,6 +352,7 @@ impl DriveProfile {
                 ));
             }
         }
+        self.validate_mechanism(origin)?;
         if self.mode_index(&self.default_standby_mode).is_none() {
             return Err(invalid(
                 "default_standby_mode",
@@ -217,6 +363,129 @@ impl DriveProfile {
             ));
         }
         Ok(())
+    }
+
+    fn validate_mechanism(&self, origin: &str) -> Result<(), ProfileError> {
+        let invalid = |key: &str, problem: String| ProfileError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            problem,
+        };
+        if let Some(g) = &self.geometry {
+            if self.rpm == 0 {
+                return Err(invalid(
+                    "geometry",
+                    "a flash profile (rpm = 0) has none".into(),
+                ));
+            }
+            let times = [
+                ("geometry.head_switch_ms", g.head_switch_ms),
+                ("geometry.full_stroke_seek_ms", g.full_stroke_seek_ms),
+                ("geometry.write_settle_ms", g.write_settle_ms),
+            ];
+            for (key, value) in times {
+                if !value.is_finite() || value < 0.0 {
+                    return Err(invalid(key, format!("must be a number >= 0, got {value}")));
+                }
+            }
+            if g.sector_bytes == 0 || g.surfaces == 0 || g.zones.is_empty() {
+                return Err(invalid(
+                    "geometry",
+                    "sector_bytes, surfaces and at least one zone are needed".into(),
+                ));
+            }
+            if !(g.short_seek_fraction > 0.0 && g.short_seek_fraction < 1.0) {
+                return Err(invalid(
+                    "geometry.short_seek_fraction",
+                    format!("must lie in (0, 1), got {}", g.short_seek_fraction),
+                ));
+            }
+            if g.full_stroke_seek_ms < self.avg_seek_ms {
+                return Err(invalid(
+                    "geometry.full_stroke_seek_ms",
+                    format!("shorter than avg_seek_ms {}", self.avg_seek_ms),
+                ));
+            }
+            let mut sectors: u64 = 0;
+            for (i, z) in g.zones.iter().enumerate() {
+                if z.cylinders == 0 || z.sectors_per_track == 0 {
+                    return Err(invalid(
+                        &format!("geometry.zones[{i}]"),
+                        "cylinders and sectors_per_track must be > 0".into(),
+                    ));
+                }
+                sectors = z
+                    .cylinders
+                    .checked_mul(z.sectors_per_track)
+                    .and_then(|n| n.checked_mul(g.surfaces))
+                    .and_then(|n| n.checked_add(sectors))
+                    .ok_or_else(|| invalid("geometry.zones", "too many sectors".into()))?;
+            }
+            let bytes = sectors.saturating_mul(g.sector_bytes);
+            if bytes < self.capacity_bytes {
+                return Err(invalid(
+                    "geometry.zones",
+                    format!(
+                        "hold {bytes} bytes, less than capacity_bytes {}",
+                        self.capacity_bytes
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = &self.cache {
+            if c.segments == 0 || c.size_bytes == 0 {
+                return Err(invalid(
+                    "cache",
+                    "size_bytes and segments must be > 0".into(),
+                ));
+            }
+            if !c.destage_idle_ms.is_finite() || c.destage_idle_ms < 0.0 {
+                return Err(invalid(
+                    "cache.destage_idle_ms",
+                    format!("must be a number >= 0, got {}", c.destage_idle_ms),
+                ));
+            }
+        }
+        if self.queue.depth == 0 || self.queue.depth > 1024 {
+            return Err(invalid(
+                "queue.depth",
+                format!("must lie in 1..=1024, got {}", self.queue.depth),
+            ));
+        }
+        if let Some(f) = &self.flash {
+            if self.rpm != 0 {
+                return Err(invalid("flash", "only for rpm = 0".into()));
+            }
+            if f.parallel_units == 0 || f.parallel_units > 4096 {
+                return Err(invalid(
+                    "flash.parallel_units",
+                    format!("must lie in 1..=4096, got {}", f.parallel_units),
+                ));
+            }
+        }
+        if self.rpm > 0 {
+            crate::drive::mechanism_for(self).map_err(|problem| invalid("geometry", problem))?;
+        }
+        for (i, mode) in self.standby_modes.iter().enumerate() {
+            if let Some(ms) = mode.autonomous_idle_ms {
+                if !ms.is_finite() || ms < 0.0 {
+                    return Err(invalid(
+                        &format!("standby_modes[{i}].autonomous_idle_ms"),
+                        format!("must be a number >= 0, got {ms}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The standby mode the device enters on its own, with its idle delay in seconds.
+    pub fn autonomous_mode(&self) -> Option<(usize, f64)> {
+        self.standby_modes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.autonomous_idle_ms.map(|ms| (i, ms / 1e3)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     pub fn mode_index(&self, name: &str) -> Option<usize> {

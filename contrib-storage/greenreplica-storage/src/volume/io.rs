@@ -11,6 +11,7 @@ const FIX_BLOCK: u64 = 4096;
 use crate::layout::{LayoutError, MemberIo};
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
+use crate::sync::lock;
 
 impl Volume {
     /// Requests beyond the volume are refused before anything is mapped or locked.
@@ -256,6 +257,7 @@ impl Volume {
     /// since their last flush (a sleeping disk with nothing new gets no FLUSH CACHE).
     pub fn flush(&self) -> Result<(), VolumeError> {
         let epoch = self.intent.as_ref().map(|i| i.flush_started());
+        self.flush_drive_caches();
         let failures = self.flush_members();
         for (i, e) in &failures {
             self.fail_member(*i, &format!("flush error: {e}"));
@@ -269,6 +271,22 @@ impl Volume {
             }
         }
         self.check_redundancy()
+    }
+
+    /// FLUSH CACHE on the drive models: an fsync waits for their write-back caches. A drive
+    /// with nothing cached answers at once, without waking.
+    fn flush_drive_caches(&self) {
+        let now = self.clock.now();
+        let mut until = f64::NEG_INFINITY;
+        for slot in &self.slots {
+            let done = lock(&slot.drive).flush(now);
+            if slot.live_store().is_some_and(|s| s.emulates_timing()) {
+                until = until.max(done);
+            }
+        }
+        if until.is_finite() {
+            self.clock.sleep_until(until);
+        }
     }
 
     /// Flush the members with unflushed writes; returns the ones that failed.

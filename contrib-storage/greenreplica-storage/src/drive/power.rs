@@ -1,5 +1,7 @@
-//! One member drive's power-state machine, service model and energy ledger. It only knows
-//! the times it is given, so it runs unchanged under the real and the virtual clock.
+//! A drive's power-state machine and energy ledger: spin-down and spin-up (or NVMe power
+//! state entry and exit), standby modes, the policy's idle decisions and NVMe autonomous
+//! transitions. It only knows the times it is given, so it runs unchanged under the real
+//! and the virtual clock.
 //!
 //! Transitions are recorded at the instant they happen in the model (an idle timeout that
 //! expires at t=100.0 is booked at 100.0), however late the caller notices them.
@@ -11,7 +13,6 @@ use crate::ledger::Ledger;
 use crate::policy::PowerPolicy;
 use crate::power_state::PowerState;
 use crate::profile::DriveProfile;
-use crate::service_model::{IoKind, ServiceModel};
 
 /// A transition the owner of the drive may have to act on (e.g. `hdparm -y` for a real disk).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,24 +22,27 @@ pub enum PowerEvent {
 }
 
 #[derive(Debug)]
-pub struct Drive {
+pub struct PowerMachine {
     profile: Arc<DriveProfile>,
     configured_mode: usize,
     /// A mode a client's sleep request chose for the next spin-down.
     granted_mode: Option<usize>,
     /// The mode of the current (or last) standby, used for the matching spin-up.
     current_mode: usize,
-    model: ServiceModel,
     policy: Box<dyn PowerPolicy>,
     state: PowerState,
     since: Seconds,
     /// End of the current Active, SpinningUp or SpinningDown period.
     until: Seconds,
+    /// The device sleeps by itself in this mode after this much idle time (NVMe APST).
+    autonomous: Option<(usize, f64)>,
+    /// Set when a spin-up ends: the mechanism's head position is unknown again.
+    head_lost: bool,
     ledger: Ledger,
     events: Vec<PowerEvent>,
 }
 
-impl Drive {
+impl PowerMachine {
     /// A drive that is spun up and idle at time `now`, continuing the totals in `ledger`.
     pub fn new(
         profile: Arc<DriveProfile>,
@@ -47,8 +51,8 @@ impl Drive {
         now: Seconds,
         ledger: Ledger,
     ) -> Self {
+        let autonomous = profile.autonomous_mode();
         Self {
-            model: ServiceModel::new(&profile),
             profile,
             configured_mode: standby_mode,
             granted_mode: None,
@@ -57,6 +61,8 @@ impl Drive {
             state: PowerState::Idle,
             since: now,
             until: now,
+            autonomous,
+            head_lost: false,
             ledger,
             events: Vec::new(),
         }
@@ -136,16 +142,18 @@ impl Drive {
                 PowerState::SpinningUp if self.until <= t => {
                     self.close(PowerState::SpinningUp, self.since, self.until);
                     self.enter(PowerState::Idle, self.until, self.until);
-                    self.model.forget_head();
+                    self.head_lost = true;
                 }
                 PowerState::SpinningDown if self.until <= t => {
                     self.close(PowerState::SpinningDown, self.since, self.until);
                     self.enter(PowerState::Standby, self.until, self.until);
                 }
-                PowerState::Idle => match self.policy.spin_down_at(self.since) {
-                    Some(at) if at.max(self.since) <= t => {
-                        let at = at.max(self.since);
+                PowerState::Idle => match self.idle_ends_at() {
+                    Some((at, autonomous)) if at <= t => {
                         self.close(PowerState::Idle, self.since, at);
+                        if let Some(mode) = autonomous {
+                            self.granted_mode = Some(mode);
+                        }
                         self.start_spin_down(at);
                     }
                     _ => break,
@@ -171,21 +179,41 @@ impl Drive {
                 self.start_spin_up(end);
                 self.until
             }
-            PowerState::SpinningUp | PowerState::Active => self.until.max(now),
+            PowerState::SpinningUp => self.until.max(now),
+            // Spinning: the command queue, not the power state, decides when it starts.
+            PowerState::Active => self.since.max(now),
             PowerState::Idle => now,
         }
     }
 
-    /// Queue one request arriving at `now`; returns its completion time. Requests are
-    /// served first come, first served, after any spin-up they have to wait for.
-    pub fn submit(&mut self, now: Seconds, kind: IoKind, offset: u64, len: u64) -> Seconds {
+    /// When an idle period started at `since` ends by itself, and whether the device's
+    /// autonomous transition (rather than the host's policy) ends it, with that mode.
+    fn idle_ends_at(&self) -> Option<(Seconds, Option<usize>)> {
+        let policy = self
+            .policy
+            .spin_down_at(self.since)
+            .map(|at| at.max(self.since));
+        let autonomous = self
+            .autonomous
+            .map(|(mode, delay)| (self.since + delay, mode));
+        match (policy, autonomous) {
+            (Some(p), Some((a, mode))) if a < p => Some((a, Some(mode))),
+            (None, Some((a, mode))) => Some((a, Some(mode))),
+            (Some(p), _) => Some((p, None)),
+            (None, None) => None,
+        }
+    }
+
+    /// A command is to be served from `now`: spin up if needed and become Active; returns
+    /// when the mechanism can start.
+    pub fn begin_service(&mut self, now: Seconds) -> Seconds {
         self.advance_to(now);
         let ready = self.spin_up_if_needed(now);
         match self.state {
             PowerState::SpinningUp => {
                 self.close(PowerState::SpinningUp, self.since, self.until);
                 self.enter(PowerState::Active, self.until, self.until);
-                self.model.forget_head();
+                self.head_lost = true;
             }
             PowerState::Idle => {
                 self.close(PowerState::Idle, self.since, now);
@@ -194,20 +222,21 @@ impl Drive {
             }
             _ => {}
         }
-        let start = ready.max(now);
-        let done = start + self.model.service(kind, offset, len, start);
+        ready.max(now)
+    }
+
+    /// The mechanism is busy until `done`.
+    pub fn busy_until(&mut self, done: Seconds) {
         self.until = self.until.max(done);
-        match kind {
-            IoKind::Read => {
-                self.ledger.reads += 1;
-                self.ledger.bytes_read += len;
-            }
-            IoKind::Write => {
-                self.ledger.writes += 1;
-                self.ledger.bytes_written += len;
-            }
-        }
-        done
+    }
+
+    /// Whether a spin-up since the last call left the head position unknown.
+    pub fn take_head_lost(&mut self) -> bool {
+        std::mem::take(&mut self.head_lost)
+    }
+
+    pub fn ledger_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
     }
 
     /// Client wake: start spinning up now; returns when the drive will be ready.
@@ -270,127 +299,5 @@ impl Drive {
             ledger.record_standby_mode(&mode.name, elapsed);
         }
         ledger
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::PolicySpec;
-
-    fn drive(profile: &str, policy: &str) -> Drive {
-        let profile = Arc::new(DriveProfile::load(profile).unwrap());
-        let mode = profile.default_mode_index();
-        let policy = policy.parse::<PolicySpec>().unwrap().build(48);
-        Drive::new(profile, mode, policy, 0.0, Ledger::default())
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-6
-    }
-
-    #[test]
-    fn idle_timeout_scenario_books_every_state_exactly() {
-        // One request at t=0, one at t=1000, idle-timeout 100 s, Ultrastar 36Z15.
-        let mut d = drive("ultrastar-36z15", "idle-timeout:100");
-        let first_done = d.submit(0.0, IoKind::Read, 0, 4096);
-        let second_done = d.submit(1000.0, IoKind::Read, 0, 4096);
-        let l = d.ledger_at(second_done);
-        let s = l.state_seconds;
-        let service2 = second_done - 1026.0;
-        assert!(first_done > 0.0 && first_done < 0.05);
-        assert!(close(s.idle, 100.0), "idle {}", s.idle);
-        assert!(close(s.spinning_down, 15.0));
-        assert!(close(s.standby, 1000.0 - (first_done + 115.0)));
-        assert!(close(s.spinning_up, 26.0));
-        assert!(close(s.active, first_done + service2));
-        assert_eq!((l.spin_downs, l.spin_ups), (1, 1));
-        let expected = 39.0 * s.active + 22.3 * 100.0 + 62.25 + 4.15 * s.standby + 904.8;
-        assert!(
-            close(l.energy_joules, expected),
-            "{} vs {expected}",
-            l.energy_joules
-        );
-        assert!(close(l.transition_joules, 62.25 + 904.8));
-    }
-
-    #[test]
-    fn always_on_stays_idle_between_requests() {
-        let mut d = drive("ultrastar-36z15", "always-on");
-        d.submit(0.0, IoKind::Read, 0, 4096);
-        let end = d.submit(1000.0, IoKind::Read, 0, 4096);
-        let l = d.ledger_at(end);
-        assert_eq!((l.spin_downs, l.spin_ups), (0, 0));
-        assert!(close(l.state_seconds.total(), end));
-        let expected = 22.3 * l.state_seconds.idle + 39.0 * l.state_seconds.active;
-        assert!(close(l.energy_joules, expected));
-        assert!((l.energy_joules - 22_300.0).abs() < 22_300.0 * 0.001);
-    }
-
-    #[test]
-    fn request_during_spin_down_waits_for_the_full_cycle() {
-        let mut d = drive("test-fast", "idle-timeout:1");
-        d.advance_to(1.1); // spin-down runs 1.0 .. 1.2
-        assert_eq!(d.state(), PowerState::SpinningDown);
-        let done = d.submit(1.1, IoKind::Read, 0, 4096);
-        assert!(done >= 1.2 + 0.5, "spin-down end + spin-up, got {done}");
-        let l = d.ledger_at(done);
-        assert_eq!((l.spin_downs, l.spin_ups), (1, 1));
-    }
-
-    #[test]
-    fn requests_queue_behind_each_other() {
-        let mut d = drive("ultrastar-36z15", "always-on");
-        let a = d.submit(0.0, IoKind::Read, 0, 1 << 20);
-        let b = d.submit(0.0, IoKind::Read, 1 << 20, 1 << 20);
-        assert!(
-            close(b - a, (1 << 20) as f64 / 55e6),
-            "sequential follow-on after a"
-        );
-    }
-
-    #[test]
-    fn client_wake_reports_ready_time_and_sleep_is_declined_below_break_even() {
-        let mut d = drive("test-fast", "cooperative");
-        assert!(d.sleep(0.0, Some(1.0)).unwrap_err().contains("break-even"));
-        d.sleep(0.0, Some(60.0)).unwrap();
-        assert_eq!(d.state(), PowerState::SpinningDown);
-        d.advance_to(10.0);
-        assert_eq!(d.state(), PowerState::Standby);
-        let ready = d.wake(10.0);
-        assert!(close(ready, 10.5));
-        assert_eq!(d.state(), PowerState::SpinningUp);
-        d.advance_to(11.0);
-        assert_eq!(d.state(), PowerState::Idle, "no fallback spin-down yet");
-    }
-
-    #[test]
-    fn a_long_expected_idle_picks_the_deskstar_mode_that_saves_most() {
-        let mut d = drive("deskstar-t7k250", "cooperative");
-        d.sleep(0.0, Some(3600.0)).unwrap();
-        d.advance_to(100.0);
-        let l = d.ledger_at(100.0);
-        let standby = l.standby_seconds_by_mode.get("non-spinning").copied();
-        assert!(close(standby.unwrap_or(0.0), 100.0 - 0.7), "{l:?}");
-        assert!(close(l.state_joules.standby, 0.93 * (100.0 - 0.7)));
-    }
-
-    #[test]
-    fn ledger_snapshot_includes_the_current_period() {
-        let mut d = drive("test-fast", "always-on");
-        let l = d.ledger_at(10.0);
-        assert!(close(l.state_seconds.idle, 10.0));
-        assert!(close(l.energy_joules, 50.0));
-    }
-
-    #[test]
-    fn spin_down_event_is_reported_once() {
-        let mut d = drive("test-fast", "idle-timeout:1");
-        d.advance_to(5.0);
-        assert_eq!(
-            d.take_events(),
-            vec![PowerEvent::SpinDownStarted { at: 1.0 }]
-        );
-        assert!(d.take_events().is_empty());
     }
 }
