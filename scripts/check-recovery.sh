@@ -42,7 +42,9 @@ done
 case $test_timeout in '' | *[!0-9]*) die "GR_RECOVERY_TIMEOUT must be a number of seconds" ;; esac
 # A test waits at most test_timeout per step; a test killed after this long
 # is reported as a hang instead of holding the run up.
-test_wall_limit=$((test_timeout * 6 > 600 ? test_timeout * 6 : 600))
+# (A statement that waits for a standby without a timeout, e.g. a synchronous
+# commit, is bounded only by this.)
+test_wall_limit=$((test_timeout * 5 > 300 ? test_timeout * 5 : 300))
 
 bash scripts/install-deps.sh
 ensure_test_user
@@ -99,6 +101,8 @@ fetch_test_sources() {
 			say "extracting postgresql-15 $version"
 			rm -rf "$src_root/$version"
 			(cd "$dl" && dpkg-source -q -x ./*.dsc "$src_root/$version" >/dev/null)
+			# dpkg-source leaves a copy of the upstream tarball beside the tree
+			rm -f "$src_root"/postgresql-15_*.orig.tar.*
 			rm -rf "$dl" "$dl.log"
 			echo "$version" >"$choice_file"
 			if [ "$version" != "$server_version" ]; then
@@ -234,7 +238,10 @@ failure_reason() {
 			print line; exit
 		}' "$1" | cut -c1-200)
 	[ -n "$reason" ] || reason=$(grep -v '^[[:space:]]*$' "$1" | tail -n 1 | cut -c1-200)
-	printf '%s' "$reason"
+	# how far it got: "Failed 1/8 subtests", or the test number it died after
+	local progress
+	progress=$(grep -m1 -o -E 'Failed [0-9]+/[0-9]+ subtests|exited with [0-9]+ just after [0-9]+|No subtests run' "$1" || true)
+	printf '%s' "${progress:+$progress: }$reason"
 }
 
 run_test() {
@@ -258,7 +265,8 @@ run_test() {
 	stop_leftover_servers "$dir"
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		status=fail
-		reason="killed after ${test_wall_limit} s; last: $(failure_reason "$out")"
+		# a hung test prints nothing useful: name its last step instead
+		reason="hung, killed after ${test_wall_limit} s; last step: $(grep -h '^### ' "$dir"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 1 | cut -c5-120)"
 	elif [ $rc -ne 0 ]; then
 		status=fail
 		reason=$(failure_reason "$out")

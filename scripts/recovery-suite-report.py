@@ -6,7 +6,8 @@ the pass counts per configuration and the tests whose outcome differs, writes
 the whole result as JSON, and exits 1 when greenreplica breaks a test:
   - a test that passes stock fails with greenreplica preloaded and off, or
   - a test that passes with greenreplica off (stock when off was not run)
-    fails with batching on and is not listed in the incompatibility file.
+    fails with batching on and is not listed in the incompatibility file;
+and when a greenreplica configuration ran without a reference to compare with.
 """
 
 import argparse
@@ -86,6 +87,7 @@ def main():
     ap.add_argument("--timeout", type=int, required=True)
     ap.add_argument("--temp-configs", required=True)
     ap.add_argument("--logs", required=True)
+    ap.add_argument("--note", default="", help="how the run was made, when it was unusual")
     args = ap.parse_args()
 
     results = read_results(args.results)
@@ -153,6 +155,16 @@ def main():
         for e in regressions:
             print(f"  {e['test']} ({e['config']}, passes {e['baseline']}): {e['reason']}")
 
+    # A configuration with greenreplica means nothing without one to compare with.
+    unmatched = []
+    if "off" in results and "stock" not in results and "compact" not in results:
+        unmatched.append("off (needs stock)")
+    if "compact" in results and baseline is None:
+        unmatched.append("compact (needs off or stock)")
+    if unmatched:
+        print("\nFAIL: nothing to compare with for " + ", ".join(unmatched)
+              + "; run the reference configurations too")
+
     document = {
         "what": "PostgreSQL 15 src/test/recovery TAP suite against the installed server",
         "generated_by": "make check-recovery (scripts/check-recovery.sh)",
@@ -160,6 +172,7 @@ def main():
         "server_version": args.server_version,
         "suite_source_version": args.source_version,
         "pg_test_timeout_default_s": args.timeout,
+        "note": args.note or None,
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": list(os.getloadavg())},
         "temp_config": {c: v for c, v in read_temp_configs(args.temp_configs).items() if c in configs},
         "duration_s": {c: durations.get(c) for c in configs},
@@ -169,6 +182,7 @@ def main():
         "incompatible_listed": incompatible,
         "accepted_failures": accepted,
         "regressions": regressions,
+        "not_compared": unmatched,
         "logs_kept_in": args.logs if regressions else None,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -176,7 +190,7 @@ def main():
         json.dump(document, f, indent=2, sort_keys=False)
         f.write("\n")
     print(f"\nwrote {args.json}")
-    return 1 if regressions else 0
+    return 1 if regressions or unmatched else 0
 
 
 if __name__ == "__main__":
