@@ -100,6 +100,8 @@ fetch_test_sources() {
 		if (cd "$dl" && apt-get -q "${apt_opts[@]}" source --download-only "postgresql-15=$version" >"$dl.log" 2>&1); then
 			say "extracting postgresql-15 $version"
 			rm -rf "$src_root/$version"
+			# apt checked the files against the signed Sources index; dpkg-source's own
+			# check of the .dsc signature needs debian-keyring and only warns without it.
 			(cd "$dl" && dpkg-source -q -x ./*.dsc "$src_root/$version" >/dev/null)
 			# dpkg-source leaves a copy of the upstream tarball beside the tree
 			rm -f "$src_root"/postgresql-15_*.orig.tar.*
