@@ -283,6 +283,9 @@ run_test() {
 	printf '%-8s %-34s %-8s %6.1f s  %s\n' "$config" "$name" "$status" "$secs" "$reason"
 }
 
+# An interrupted run leaves no server behind.
+trap 'stop_leftover_servers "$stage/runs"' EXIT
+
 tests=${GR_RECOVERY_TESTS:-$(cd "$suite_dir/t" && ls -- *.pl | sed 's/\.pl$//')}
 for name in $tests; do
 	[ -f "$suite_dir/t/$name.pl" ] || die "no test $name in the recovery suite of $source_version"
@@ -318,6 +321,7 @@ python3 scripts/recovery-suite-report.py \
 	--server-version "$server_version" --source-version "$source_version" \
 	--timeout "$test_timeout" --temp-configs "$stage/conf" --logs "$stage/runs" || status=$?
 
+trap - EXIT
 if [ $status -eq 0 ]; then
 	rm -rf "$stage"
 	say "make check-recovery: passed (result in $result_json)"
