@@ -8,7 +8,7 @@
 # PGXS is included only when no project entry point was asked for: the
 # entry points call back into this Makefile for the PGXS steps.
 
-PROJECT_GOALS := check demo deps storage storage-check bench-agent-fio bench-paper
+PROJECT_GOALS := check check-recovery demo deps storage storage-check bench-agent-fio bench-paper
 
 ifneq ($(filter $(PROJECT_GOALS),$(MAKECMDGOALS)),)
 
@@ -29,6 +29,10 @@ storage-check:
 # Every test: Rust workspace, pg_regress and TAP suites.
 check:
 	bash scripts/check.sh
+
+# PostgreSQL's own recovery TAP suite, stock and with greenreplica.
+check-recovery:
+	bash scripts/check-recovery.sh
 
 # The main job end to end.
 demo:
