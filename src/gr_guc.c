@@ -31,6 +31,7 @@ char	   *gr_agent_socket = NULL;
 char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
 int			gr_debug_prefetch_delay_ms = 0;
+int			gr_max_apply_delay_s = 300;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
@@ -143,6 +144,17 @@ gr_define_gucs(void)
 							0, GR_MAX_SPIN_CYCLES,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.max_apply_delay",
+							"Longest time received WAL may wait before a batch applies it.",
+							"A batch starts when the oldest unapplied WAL is this old, "
+							"whatever the RTO-based plan says; 0 means no bound.",
+							&gr_max_apply_delay_s,
+							300,
+							0, GR_MAX_RTO_S,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	/*

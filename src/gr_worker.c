@@ -152,6 +152,9 @@ typedef struct GrScheduler
 	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
 												 * restartpoint */
 
+	/* when the received WAL arrived (greenreplica.max_apply_delay) */
+	GrArrivals	arrivals;
+
 	/* plan */
 	GrPlan		plan;
 	double		trigger_bytes;
@@ -225,6 +228,31 @@ gr_unapplied_bytes(void)
 	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
 
 	return received > replayed ? received - replayed : 0;
+}
+
+static double
+gr_timestamp_seconds(TimestampTz t)
+{
+	return (double) t / USECS_PER_SEC;
+}
+
+/* Seconds since the oldest WAL not yet applied arrived; 0 when none is. */
+static double
+gr_oldest_unapplied_age(TimestampTz now)
+{
+	double		oldest;
+
+	gr_arrivals_note(&sched.arrivals, gr_received_lsn(), gr_timestamp_seconds(now));
+	oldest = gr_arrivals_oldest(&sched.arrivals, GetXLogReplayRecPtr(NULL));
+	return oldest < 0 ? 0 : Max(0, gr_timestamp_seconds(now) - oldest);
+}
+
+/* The staleness bound is reached: received WAL has waited long enough. */
+static bool
+gr_apply_delay_reached(TimestampTz now)
+{
+	return gr_max_apply_delay_s > 0 &&
+		gr_oldest_unapplied_age(now) >= (double) gr_max_apply_delay_s;
 }
 
 static void
@@ -365,6 +393,14 @@ gr_publish(TimestampTz now)
 	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
 		next_batch = gr_after_seconds(now,
 									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
+	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0)
+	{
+		TimestampTz by_delay = gr_after_seconds(now,
+												Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
+
+		if (next_batch == 0 || by_delay < next_batch)
+			next_batch = by_delay;
+	}
 
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->r_gen = sched.r_gen;
@@ -666,6 +702,9 @@ gr_put_volume_to_sleep(TimestampTz now)
 	idle_s = (sched.r_gen > 0) ?
 		Max(0, sched.trigger_bytes - (double) gr_unapplied_bytes()) / sched.r_gen :
 		(double) GR_DAY_S;
+	/* WAL arriving at once is applied within the staleness bound at the latest */
+	if (gr_max_apply_delay_s > 0)
+		idle_s = Min(idle_s, Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
 	if (idle_s < sched.volume.break_even_s)
 	{
 		gr_set_note("volume kept spinning: expected idle %.0f s is below the break-even time %.0f s",
@@ -882,10 +921,17 @@ gr_step(TimestampTz now)
 			 * A batch with nothing to apply would only wake the volume: a
 			 * request then finds everything applied already.
 			 */
-			if (gr_unapplied_bytes() > 0 &&
-				(batch_requested ||
-				 (double) gr_unapplied_bytes() >= sched.trigger_bytes))
+			if (gr_unapplied_bytes() == 0)
+				break;
+			if (batch_requested ||
+				(double) gr_unapplied_bytes() >= sched.trigger_bytes)
 				gr_start_batch(now);
+			else if (gr_apply_delay_reached(now))
+			{
+				gr_set_note("batch started by greenreplica.max_apply_delay: the oldest unapplied WAL is %.1f s old",
+							gr_oldest_unapplied_age(now));
+				gr_start_batch(now);
+			}
 			break;
 
 		case GR_PHASE_WAKE:
@@ -1005,6 +1051,7 @@ gr_scheduler_main(Datum main_arg)
 
 		if (sched.phase != GR_PHASE_PROMOTING)
 		{
+			(void) gr_oldest_unapplied_age(now);
 			gr_sample_rates(now);
 			gr_step(now);
 		}

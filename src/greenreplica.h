@@ -144,6 +144,7 @@ extern char *gr_agent_socket;
 extern char *gr_agent_volume;
 extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
+extern int	gr_max_apply_delay_s;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);
