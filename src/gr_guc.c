@@ -31,6 +31,7 @@ char	   *gr_agent_socket = NULL;
 char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
 int			gr_debug_prefetch_delay_ms = 0;
+int			gr_debug_flush_delay_ms = 0;
 int			gr_max_apply_delay_s = 300;
 
 static const struct config_enum_entry gr_mode_options[] = {
@@ -167,6 +168,21 @@ gr_define_gucs(void)
 							&gr_debug_prefetch_delay_ms,
 							0,
 							0, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	/*
+	 * Likewise: FLUSH takes this long more before it decides about the
+	 * volume's sleep, as when it blocks in a restartpoint or a sync, so that
+	 * tests can promote during FLUSH.
+	 */
+	DefineCustomIntVariable("greenreplica.debug_flush_delay",
+							"Delays each batch's FLUSH by this long (for tests).",
+							NULL,
+							&gr_debug_flush_delay_ms,
+							0,
+							0, 60000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);

@@ -265,7 +265,8 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 					 errormsg ? errormsg : "not received yet");
 			break;
 		}
-		if (reader->ReadRecPtr >= end)
+		/* The window ends at or before "end", at a record boundary. */
+		if (reader->ReadRecPtr >= end || (reader->EndRecPtr > end && window->records > 0))
 			break;
 
 		/* Would this record take the window over its memory bound? */
@@ -299,6 +300,8 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 		last_end = reader->EndRecPtr;
 	}
 	window->decoded_bytes = last_end - start;
+	if (!window->split && !window->aborted && !window->incomplete && last_end > start)
+		window->apply_to = last_end;
 	XLogReaderFree(reader);
 
 	MemoryContextSwitchTo(oldcontext);
