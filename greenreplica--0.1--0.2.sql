@@ -5,7 +5,9 @@
 
 -- greenreplica_status() gains: step, step_started_at (progress during long
 -- phases), volume_state_at (age of the agent's report), oldest_unapplied_age_s
--- (greenreplica.max_apply_delay), operator_paused and wal_receiver.
+-- (greenreplica.max_apply_delay), operator_paused, wal_receiver, and what
+-- touched the data volume while it was asleep (sleep_volume_ios,
+-- sleep_volume_spin_ups).
 DROP VIEW greenreplica_status;
 DROP FUNCTION greenreplica_status();
 
@@ -63,7 +65,9 @@ CREATE FUNCTION greenreplica_status(
     OUT volume_state_at timestamptz,
     OUT oldest_unapplied_age_s float8,
     OUT operator_paused boolean,
-    OUT wal_receiver text
+    OUT wal_receiver text,
+    OUT sleep_volume_ios bigint,
+    OUT sleep_volume_spin_ups bigint
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'greenreplica_status'

@@ -57,7 +57,9 @@ CREATE FUNCTION greenreplica_status(
     OUT volume_state_at timestamptz,
     OUT oldest_unapplied_age_s float8,
     OUT operator_paused boolean,
-    OUT wal_receiver text
+    OUT wal_receiver text,
+    OUT sleep_volume_ios bigint,
+    OUT sleep_volume_spin_ups bigint
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'greenreplica_status'

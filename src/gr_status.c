@@ -81,6 +81,8 @@ enum
 	GR_STATUS_OLDEST_UNAPPLIED_AGE_S,
 	GR_STATUS_OPERATOR_PAUSED,
 	GR_STATUS_WAL_RECEIVER,
+	GR_STATUS_SLEEP_VOLUME_IOS,
+	GR_STATUS_SLEEP_VOLUME_SPIN_UPS,
 	GR_STATUS_NCOLS
 };
 
@@ -174,6 +176,8 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_OLDEST_UNAPPLIED_AGE_S] = Float8GetDatum(s.oldest_unapplied_age_s);
 	values[GR_STATUS_OPERATOR_PAUSED] = BoolGetDatum(s.operator_paused);
 	values[GR_STATUS_WAL_RECEIVER] = CStringGetTextDatum(s.wal_receiver);
+	values[GR_STATUS_SLEEP_VOLUME_IOS] = Int64GetDatum((int64) s.sleep_volume_ios);
+	values[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = Int64GetDatum((int64) s.sleep_volume_spin_ups);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)
@@ -214,6 +218,8 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_STEP] = s.step[0] == '\0';
 		nulls[GR_STATUS_STEP_STARTED_AT] = s.step[0] == '\0';
 		nulls[GR_STATUS_VOLUME_STATE_AT] = s.volume_state_at == 0;
+		nulls[GR_STATUS_SLEEP_VOLUME_IOS] = s.sleep_volume_ios < 0;
+		nulls[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = s.sleep_volume_spin_ups < 0;
 	}
 	/* The last promotion outlives the scheduler. */
 	nulls[GR_STATUS_LAST_PROMOTION_S] = s.last_promotion_s < 0;

@@ -70,11 +70,12 @@
 #define GR_WORKER_RESTART_S		5
 
 /*
- * Apply rate assumed before the first batch is measured (bytes/s): below
- * what the project's benchmarks measured on emulated drives (3.4-12.5 MB/s),
- * so that the first cycle does not promise more than the drives can do.
+ * Apply rate assumed before the first batch is measured (bytes/s).  A lower,
+ * pessimistic figure is not safe with a bytes/s model: below the WAL
+ * generation rate the plan is infeasible, no batch runs, and the rate is
+ * never measured (seen with 2 MB/s in t/008).
  */
-#define GR_DEFAULT_R_APL		(2.0 * 1024 * 1024)
+#define GR_DEFAULT_R_APL		(16.0 * 1024 * 1024)
 
 /* Time constant of the WAL generation rate's moving average (s). */
 #define GR_R_GEN_TAU_S			30.0
@@ -140,6 +141,8 @@ typedef struct GrScheduler
 	TimestampTz volume_state_at;	/* when sched.volume.state was reported */
 	GrVolumeInfo volume;
 	bool		volume_asleep;	/* we asked it to sleep and it agreed */
+	double		asleep_ios;		/* the agent's ledger when it agreed */
+	double		asleep_spin_ups;
 	TimestampTz volume_ready_at;	/* during WAKE */
 	TimestampTz spin_cycles[1441];	/* ring of sleep times, last 24 h */
 	int			spin_cycle_next;
@@ -507,6 +510,18 @@ gr_publish(TimestampTz now)
 	gr_state->volume_state_at = sched.agent_state == GR_AGENT_CONNECTED ?
 		sched.volume_state_at : 0;
 	gr_state->oldest_unapplied_age_s = oldest_age;
+	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED &&
+		sched.asleep_ios >= 0 && sched.volume.ios >= 0)
+	{
+		gr_state->sleep_volume_ios = sched.volume.ios - sched.asleep_ios;
+		gr_state->sleep_volume_spin_ups = sched.asleep_spin_ups >= 0 && sched.volume.spin_ups >= 0 ?
+			sched.volume.spin_ups - sched.asleep_spin_ups : -1;
+	}
+	else
+	{
+		gr_state->sleep_volume_ios = -1;
+		gr_state->sleep_volume_spin_ups = -1;
+	}
 	strlcpy(gr_state->wal_receiver, gr_walrcv_state_name(src.state), GR_STATE_LEN);
 	gr_state->spin_up_s = sched.volume.spin_up_s;
 	gr_state->break_even_s = sched.volume.break_even_s;
@@ -902,6 +917,8 @@ gr_put_volume_to_sleep(TimestampTz now)
 	{
 		gr_agent_answered();
 		gr_refresh_agent(now, true);
+		sched.asleep_ios = sched.volume.ios;
+		sched.asleep_spin_ups = sched.volume.spin_ups;
 		sched.volume_asleep = true;
 		sched.spin_cycles[sched.spin_cycle_next] = now;
 		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
@@ -997,6 +1014,7 @@ gr_flush_batch(TimestampTz now)
 			(errmsg_internal("greenreplica batch: " UINT64_FORMAT " bytes, " UINT64_FORMAT " records, %d buffers written in %.3f s",
 							 bytes, records, written, seconds)));
 
+	gr_window_release(&sched.window);
 	gr_replan();
 	gr_put_volume_to_sleep(done);
 	gr_enter_sleep();

@@ -146,6 +146,10 @@ typedef struct GrSharedState
 	TimestampTz volume_state_at;	/* when the agent last reported it */
 	double		oldest_unapplied_age_s;
 	char		wal_receiver[GR_STATE_LEN]; /* the walreceiver's state */
+
+	/* what touched the data volume since it was put to sleep; < 0 unknown */
+	double		sleep_volume_ios;
+	double		sleep_volume_spin_ups;
 } GrSharedState;
 
 /* Entry point (greenreplica.c) */

@@ -101,7 +101,8 @@ sub table_fingerprints
 }
 
 # Make the standby replay everything the primary has written so far,
-# forcing batches as needed; fails the test if it does not get there.
+# forcing batches as needed, and wait for the batch under way to finish;
+# fails the test if it does not get there.
 sub replay_all
 {
 	my ($standby, $primary) = @_;
@@ -110,10 +111,14 @@ sub replay_all
 	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 	while (time() < $deadline)
 	{
-		return 1
-		  if $standby->safe_psql('postgres',
-			"SELECT pg_last_wal_replay_lsn() >= '$target'") eq 't';
-		$standby->safe_psql('postgres', 'SELECT greenreplica_batch_now()');
+		# A batch may cancel these queries (conflict with recovery): retry.
+		my ($ret, $caught_up) = $standby->psql('postgres',
+			"SELECT pg_last_wal_replay_lsn() >= '$target'
+			        AND phase NOT IN ('wake', 'prefetch', 'apply', 'flush')
+			   FROM greenreplica_status");
+		# Caught up, and no batch is half-way (its figures are published).
+		return 1 if $ret == 0 && $caught_up eq 't';
+		$standby->psql('postgres', 'SELECT greenreplica_batch_now()');
 		usleep(200_000);
 	}
 	fail("standby replayed up to $target");
