@@ -175,6 +175,7 @@ typedef struct GrScheduler
 
 	/* promotion */
 	TimestampTz promote_seen_at;
+	XLogRecPtr	promote_replayed;	/* replay position at the request */
 
 	/* pause ownership (see gr_pause.c) */
 	bool		pause_owned;	/* the pause in effect is the scheduler's */
@@ -476,6 +477,22 @@ gr_publish(TimestampTz now)
 	GrWalSource src;
 
 	gr_read_wal_source(&src);
+
+	/*
+	 * During a promotion the planning rate says little (cold reads may run
+	 * 100 times slower): estimate the rest from the rate replay has actually
+	 * had since the request.
+	 */
+	if (sched.phase == GR_PHASE_PROMOTING && sched.promote_seen_at != 0)
+	{
+		double		elapsed = gr_seconds_between(sched.promote_seen_at, now);
+		XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+		if (elapsed >= 1.0 && replayed > sched.promote_replayed)
+			estimate = (double) unapplied /
+				((double) (replayed - sched.promote_replayed) / elapsed);
+	}
+
 	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
 		next_batch = gr_after_seconds(now,
 									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
@@ -563,6 +580,7 @@ gr_begin_promotion(TimestampTz now)
 	uint64		unapplied = gr_unapplied_bytes();
 
 	sched.promote_seen_at = now;
+	sched.promote_replayed = GetXLogReplayRecPtr(NULL);
 	gr_replay_freely(GR_PHASE_PROMOTING);
 	if (sched.agent_state == GR_AGENT_CONNECTED)
 	{
@@ -677,9 +695,15 @@ gr_decode_window(void)
 	GrBatchCompaction *c = &sched.compaction;
 	GrFoldFigures f;
 
+	/*
+	 * Without compaction nothing is prefetched: the window is decoded only
+	 * for its last record boundary, and must not split for reads (only for
+	 * the memory of its block set).
+	 */
 	gr_set_step("decode");
 	gr_window_decode(w, GetXLogReplayRecPtr(NULL), sched.batch_end,
-					 gr_window_max_reads(), gr_work_must_stop);
+					 sched.compacting ? gr_window_max_reads() : PG_UINT64_MAX,
+					 gr_work_must_stop);
 	gr_set_step(NULL);
 	f = gr_fold_figures(&w->fold);
 	c->windows++;
