@@ -983,8 +983,6 @@ gr_flush_batch(TimestampTz now)
 	}
 	gr_set_step("write-back and sync");
 	written = gr_write_back();
-	if (gr_debug_flush_delay_ms > 0)
-		pg_usleep(gr_debug_flush_delay_ms * 1000L);
 
 	done = GetCurrentTimestamp();
 	seconds = gr_seconds_between(sched.apply_start, done);
@@ -1040,7 +1038,14 @@ gr_flush_batch(TimestampTz now)
 
 	gr_window_release(&sched.window);
 	gr_replan();
-	gr_put_volume_to_sleep(done);
+
+	/*
+	 * The developer delay: FLUSH blocks here, before its sleep decision, as
+	 * a long restartpoint or sync can; it is kept out of the apply rate.
+	 */
+	if (gr_debug_flush_delay_ms > 0)
+		pg_usleep(gr_debug_flush_delay_ms * 1000L);
+	gr_put_volume_to_sleep(GetCurrentTimestamp());
 	gr_enter_sleep();
 }
 

@@ -30,7 +30,7 @@ cmp_ok(standby_status($standby, 'spin_up_s')->{spin_up_s}, '>=', 20,
 
 # A light load: after a batch the expected idle time beats the drive's
 # break-even time, so a FLUSH ends by putting the volume to sleep.
-my $load = start_pgbench($primary, 400, '--rate=20');
+my $load = start_pgbench($primary, 400, '--rate=10');
 ok( $standby->poll_query_until('postgres', 'SELECT r_gen > 0 FROM greenreplica_status'),
 	'the WAL generation rate is measured');
 $standby->safe_psql('postgres', 'SELECT greenreplica_batch_now()');
