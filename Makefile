@@ -59,6 +59,7 @@ OBJS = \
 	src/gr_fold.o \
 	src/gr_guc.o \
 	src/gr_hint.o \
+	src/gr_pause.o \
 	src/gr_plan.o \
 	src/gr_prefetch.o \
 	src/gr_redo.o \
@@ -70,7 +71,7 @@ PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
-DATA = greenreplica--0.1.sql
+DATA = greenreplica--0.1.sql greenreplica--0.2.sql greenreplica--0.1--0.2.sql
 
 REGRESS = status guc plan
 # The library must be preloaded, so pg_regress runs its own instance.

@@ -2,7 +2,7 @@
 # Start (start DIR) or stop (stop DIR) the storage agent that the TAP suites
 # use: a root daemon whose control socket the test user may use, and whose
 # template "tap" gives each test its own emulated-disk volume (profile
-# test-fast) mounted under DIR/volumes and owned by the test user.
+# test-fast; "tap-36z15": ultrastar-36z15) mounted under DIR/volumes and owned by the test user.
 # "start" prints the environment the TAP suites need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,16 @@ member_kind = "emulated-hdd"
 member_size = "512MiB"
 profile = "test-fast"
 policy = "cooperative:60"
+
+# The paper's drive (spin-up 26 s), for the RTO tests that need real figures.
+[[template]]
+name = "tap-36z15"
+layout = "raid10"
+members = 2
+member_kind = "emulated-hdd"
+member_size = "512MiB"
+profile = "ultrastar-36z15"
+policy = "cooperative:600"
 CONF
 	"$bin" serve --config "$dir/agent.toml" >>"$dir/agent.log" 2>&1 &
 	echo $! >"$dir/agent.pid"

@@ -24,3 +24,11 @@ DROP ROLE gr_nobody, gr_monitor;
 LOAD 'greenreplica';
 
 DROP EXTENSION greenreplica;
+
+-- An installation of 0.1 updates in place to the current columns.
+CREATE EXTENSION greenreplica VERSION '0.1';
+ALTER EXTENSION greenreplica UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'greenreplica';
+SELECT role, step IS NULL AS no_step, operator_paused, wal_receiver
+  FROM greenreplica_status;
+DROP EXTENSION greenreplica;

@@ -241,6 +241,23 @@ gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
 		return false;
 	}
 	gr_json_string(volume->val.binary.data, "state", info->state, sizeof(info->state));
+
+	/* The ledger is informative: an older agent without it is no error. */
+	info->ios = -1;
+	info->spin_ups = -1;
+	{
+		JsonbValue *ledger = gr_json_key(volume->val.binary.data, "ledger");
+		double		reads;
+		double		writes;
+
+		if (ledger != NULL && ledger->type == jbvBinary &&
+			gr_json_number(ledger->val.binary.data, "reads", &reads) &&
+			gr_json_number(ledger->val.binary.data, "writes", &writes))
+			info->ios = reads + writes;
+		if (ledger != NULL && ledger->type == jbvBinary)
+			(void) gr_json_number(ledger->val.binary.data, "spin_ups", &info->spin_ups);
+	}
+
 	profile = gr_json_key(volume->val.binary.data, "profile");
 	if (profile == NULL || profile->type != jbvBinary ||
 		!gr_json_number(profile->val.binary.data, "spin_up_s", &info->spin_up_s) ||

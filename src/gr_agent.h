@@ -15,6 +15,8 @@ typedef struct GrVolumeInfo
 	double		spin_up_s;		/* time for the volume to become ready */
 	double		break_even_s;	/* shortest idle time worth a spin-down */
 	char		state[GR_STATE_LEN];	/* aggregate power state */
+	double		ios;			/* reads + writes the agent's ledger booked */
+	double		spin_ups;		/* spin-ups it booked */
 } GrVolumeInfo;
 
 /*

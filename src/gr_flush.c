@@ -25,6 +25,7 @@
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/fd.h"
+#include "storage/smgr.h"
 #include "utils/memutils.h"
 
 #include "greenreplica.h"
@@ -134,8 +135,14 @@ gr_sync_filesystem_of(const char *path, dev_t *synced, int *nsynced, int max)
 				 errmsg("could not open \"%s\" to sync its filesystem: %m", path)));
 		return;
 	}
+	/*
+	 * A failed sync may have dropped dirty pages the kernel will not write
+	 * again: PostgreSQL PANICs on a failed data sync (data_sync_retry =
+	 * off), and so do we, rather than spinning the volume down as if the
+	 * batch were durable.
+	 */
 	if (syncfs(fd) != 0)
-		ereport(WARNING,
+		ereport(data_sync_elevel(ERROR),
 				(errcode_for_file_access(),
 				 errmsg("could not sync the filesystem of \"%s\": %m", path)));
 	CloseTransientFile(fd);
@@ -181,5 +188,12 @@ gr_write_back(void)
 	int			written = gr_flush_dirty_buffers_sorted();
 
 	gr_sync_data_filesystems();
+
+	/*
+	 * The scheduler holds no PGPROC barrier slot: close every relation file
+	 * it opened (prefetch, write-back), so that the files of a dropped
+	 * relation or database do not stay pinned until the next batch.
+	 */
+	smgrcloseall();
 	return written;
 }

@@ -31,6 +31,8 @@ char	   *gr_agent_socket = NULL;
 char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
 int			gr_debug_prefetch_delay_ms = 0;
+int			gr_debug_flush_delay_ms = 0;
+int			gr_max_apply_delay_s = 300;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
@@ -145,6 +147,17 @@ gr_define_gucs(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("greenreplica.max_apply_delay",
+							"Longest time received WAL may wait before a batch applies it.",
+							"A batch starts when the oldest unapplied WAL is this old, "
+							"whatever the RTO-based plan says; 0 means no bound.",
+							&gr_max_apply_delay_s,
+							300,
+							0, GR_MAX_RTO_S,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	/*
 	 * A developer option, hidden from SHOW ALL and pg_settings: makes every
 	 * prefetch take this long more, so that tests can act during PREFETCH.
@@ -155,6 +168,21 @@ gr_define_gucs(void)
 							&gr_debug_prefetch_delay_ms,
 							0,
 							0, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	/*
+	 * Likewise: FLUSH takes this long more before it decides about the
+	 * volume's sleep, as when it blocks in a restartpoint or a sync, so that
+	 * tests can promote during FLUSH.
+	 */
+	DefineCustomIntVariable("greenreplica.debug_flush_delay",
+							"Delays each batch's FLUSH by this long (for tests).",
+							NULL,
+							&gr_debug_flush_delay_ms,
+							0,
+							0, 60000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);

@@ -28,6 +28,7 @@
 #include "access/xlog_internal.h"
 #include "common/relpath.h"
 #include "storage/block.h"
+#include "storage/fd.h"
 #include "storage/relfilenode.h"
 #include "utils/memutils.h"
 
@@ -151,7 +152,8 @@ gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
 		}
 		path = relpathperm(rnode, (ForkNumber) blocks[i].fork);
 		segpath = segno > 0 ? psprintf("%s.%u", path, segno) : path;
-		fd = open(segpath, O_RDONLY | O_CLOEXEC);
+		/* counted against max_files_per_process, closed on error */
+		fd = OpenTransientFile(segpath, O_RDONLY);
 		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev != wal_dev)
 		{
 			hint->files++;
@@ -168,7 +170,7 @@ gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
 			}
 		}
 		if (fd >= 0)
-			close(fd);
+			CloseTransientFile(fd);
 		i = file_end;
 	}
 }

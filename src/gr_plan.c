@@ -101,3 +101,44 @@ gr_plan_smooth(double prev, double sample, double dt, double tau)
 	alpha = 1.0 - exp(-dt / tau);
 	return prev + alpha * (sample - prev);
 }
+
+void
+gr_arrivals_note(GrArrivals *arrivals, uint64_t received, double now)
+{
+	int			n = arrivals->count;
+
+	if (n > 0 && received <= arrivals->lsn[n - 1])
+		return;
+	if (n == GR_ARRIVALS_MAX)
+	{
+		/* halve: each pair keeps its newer position and its older time */
+		for (int i = 0; i < GR_ARRIVALS_MAX / 2; i++)
+		{
+			arrivals->lsn[i] = arrivals->lsn[2 * i + 1];
+			arrivals->at[i] = arrivals->at[2 * i];
+		}
+		n = GR_ARRIVALS_MAX / 2;
+	}
+	arrivals->lsn[n] = received;
+	arrivals->at[n] = now;
+	arrivals->count = n + 1;
+}
+
+double
+gr_arrivals_oldest(GrArrivals *arrivals, uint64_t applied)
+{
+	int			first = 0;
+
+	while (first < arrivals->count && arrivals->lsn[first] <= applied)
+		first++;
+	if (first > 0)
+	{
+		for (int i = first; i < arrivals->count; i++)
+		{
+			arrivals->lsn[i - first] = arrivals->lsn[i];
+			arrivals->at[i - first] = arrivals->at[i];
+		}
+		arrivals->count -= first;
+	}
+	return arrivals->count > 0 ? arrivals->at[0] : -1;
+}

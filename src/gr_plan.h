@@ -13,6 +13,7 @@
 #define GR_PLAN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Why a plan is not feasible. */
 typedef enum GrPlanVerdict
@@ -58,5 +59,30 @@ extern double gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
  * estimate yet": the sample is taken as it is.
  */
 extern double gr_plan_smooth(double prev, double sample, double dt, double tau);
+
+/*
+ * When the received WAL arrived, coarsely: entry i says that WAL up to lsn[i]
+ * had arrived by at[i] (seconds).  It answers "how old is the oldest WAL not
+ * yet applied" for greenreplica.max_apply_delay.  When full, neighbouring
+ * entries merge into the newer position with the older time, so an age is
+ * never underestimated.
+ */
+#define GR_ARRIVALS_MAX 64
+
+typedef struct GrArrivals
+{
+	int			count;
+	uint64_t	lsn[GR_ARRIVALS_MAX];
+	double		at[GR_ARRIVALS_MAX];
+} GrArrivals;
+
+/* WAL up to received had arrived by time now; a smaller position is ignored. */
+extern void gr_arrivals_note(GrArrivals *arrivals, uint64_t received, double now);
+
+/*
+ * Forget what was applied (up to and including "applied") and return when the
+ * oldest byte after it arrived, or a negative number when nothing is pending.
+ */
+extern double gr_arrivals_oldest(GrArrivals *arrivals, uint64_t applied);
 
 #endif							/* GR_PLAN_H */

@@ -14,6 +14,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 
 #include "greenreplica.h"
 
@@ -77,6 +78,16 @@ gr_set_note(const char *fmt,...)
 
 	SpinLockAcquire(&gr_state->mutex);
 	strlcpy(gr_state->note, buf, sizeof(gr_state->note));
+	SpinLockRelease(&gr_state->mutex);
+}
+
+/* What a long phase is doing now ("" or NULL: nothing in particular). */
+void
+gr_set_step(const char *step)
+{
+	SpinLockAcquire(&gr_state->mutex);
+	strlcpy(gr_state->step, step ? step : "", sizeof(gr_state->step));
+	gr_state->step_started_at = step ? GetCurrentTimestamp() : 0;
 	SpinLockRelease(&gr_state->mutex);
 }
 

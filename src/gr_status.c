@@ -75,6 +75,14 @@ enum
 	GR_STATUS_SPIN_UP_S,
 	GR_STATUS_BREAK_EVEN_S,
 	GR_STATUS_LAST_PROMOTION_S,
+	GR_STATUS_STEP,
+	GR_STATUS_STEP_STARTED_AT,
+	GR_STATUS_VOLUME_STATE_AT,
+	GR_STATUS_OLDEST_UNAPPLIED_AGE_S,
+	GR_STATUS_OPERATOR_PAUSED,
+	GR_STATUS_WAL_RECEIVER,
+	GR_STATUS_SLEEP_VOLUME_IOS,
+	GR_STATUS_SLEEP_VOLUME_SPIN_UPS,
 	GR_STATUS_NCOLS
 };
 
@@ -98,6 +106,7 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	GrSharedState s;
 	bool		running;
 
+	gr_require_preload("greenreplica_status()");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	gr_check_columns(tupdesc, GR_STATUS_NCOLS, "greenreplica_status()");
@@ -161,6 +170,14 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_SPIN_UP_S] = Float8GetDatum(s.spin_up_s);
 	values[GR_STATUS_BREAK_EVEN_S] = Float8GetDatum(s.break_even_s);
 	values[GR_STATUS_LAST_PROMOTION_S] = Float8GetDatum(s.last_promotion_s);
+	values[GR_STATUS_STEP] = CStringGetTextDatum(s.step);
+	values[GR_STATUS_STEP_STARTED_AT] = TimestampTzGetDatum(s.step_started_at);
+	values[GR_STATUS_VOLUME_STATE_AT] = TimestampTzGetDatum(s.volume_state_at);
+	values[GR_STATUS_OLDEST_UNAPPLIED_AGE_S] = Float8GetDatum(s.oldest_unapplied_age_s);
+	values[GR_STATUS_OPERATOR_PAUSED] = BoolGetDatum(s.operator_paused);
+	values[GR_STATUS_WAL_RECEIVER] = CStringGetTextDatum(s.wal_receiver);
+	values[GR_STATUS_SLEEP_VOLUME_IOS] = Int64GetDatum((int64) s.sleep_volume_ios);
+	values[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = Int64GetDatum((int64) s.sleep_volume_spin_ups);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)
@@ -198,9 +215,15 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_LAST_BATCH_HINT_EXTENTS] = !compacted;
 		nulls[GR_STATUS_AGENT_MESSAGE] = s.agent_message[0] == '\0';
 		nulls[GR_STATUS_RTO_ESTIMATE_S] = !isfinite(s.rto_estimate_s);
+		nulls[GR_STATUS_STEP] = s.step[0] == '\0';
+		nulls[GR_STATUS_STEP_STARTED_AT] = s.step[0] == '\0';
+		nulls[GR_STATUS_VOLUME_STATE_AT] = s.volume_state_at == 0;
+		nulls[GR_STATUS_SLEEP_VOLUME_IOS] = s.sleep_volume_ios < 0;
+		nulls[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = s.sleep_volume_spin_ups < 0;
 	}
 	/* The last promotion outlives the scheduler. */
 	nulls[GR_STATUS_LAST_PROMOTION_S] = s.last_promotion_s < 0;
+	nulls[GR_STATUS_OPERATOR_PAUSED] = false;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
@@ -265,6 +288,7 @@ greenreplica_batch_now(PG_FUNCTION_ARGS)
 	Latch	   *latch;
 	int			worker_pid;
 
+	gr_require_preload("greenreplica_batch_now()");
 	if (!RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -53,6 +53,27 @@ typedef struct GrWindowReader
 	TimeLineID	replay_tli;
 } GrWindowReader;
 
+/*
+ * The most entries of any kind (full-page images and inits included: a hash
+ * index build logs millions of small page images) one window's block set
+ * may hold: maintenance_work_mem, with the hash table's slack.
+ */
+uint64
+gr_window_max_entries(void)
+{
+	return Max((uint64) maintenance_work_mem * 1024 / (2 * sizeof(GrFoldEntry)), 1024);
+}
+
+/* Give the window's memory back (after FLUSH); the next decode starts anew. */
+void
+gr_window_release(GrWindow *window)
+{
+	MemoryContextReset(window->cxt);
+	memset(&window->fold, 0, sizeof(window->fold));
+	window->reads = NULL;
+	window->nreads = 0;
+}
+
 /* The most blocks needing a read one window may hold. */
 uint64
 gr_window_max_reads(void)
@@ -265,7 +286,8 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 					 errormsg ? errormsg : "not received yet");
 			break;
 		}
-		if (reader->ReadRecPtr >= end)
+		/* The window ends at or before "end", at a record boundary. */
+		if (reader->ReadRecPtr >= end || (reader->EndRecPtr > end && window->records > 0))
 			break;
 
 		/* Would this record take the window over its memory bound? */
@@ -278,8 +300,9 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 				gr_fold_would_read(&window->fold, &key, no_read))
 				new_reads++;
 		}
-		if (window->records > 0 && new_reads > 0 &&
-			window->fold.reads_needed + new_reads > max_reads)
+		if (window->records > 0 &&
+			((new_reads > 0 && window->fold.reads_needed + new_reads > max_reads) ||
+			 window->fold.distinct + XLR_MAX_BLOCK_ID + 1 > gr_window_max_entries()))
 		{
 			window->split = true;
 			window->apply_to = last_end;
@@ -299,6 +322,8 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 		last_end = reader->EndRecPtr;
 	}
 	window->decoded_bytes = last_end - start;
+	if (!window->split && !window->aborted && !window->incomplete && last_end > start)
+		window->apply_to = last_end;
 	XLogReaderFree(reader);
 
 	MemoryContextSwitchTo(oldcontext);

@@ -71,6 +71,8 @@ extern void gr_window_init(GrWindow *window, MemoryContext parent);
 extern void gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 							 uint64 max_reads, GrAbortCheck abort_check);
 extern uint64 gr_window_max_reads(void);
+extern uint64 gr_window_max_entries(void);
+extern void gr_window_release(GrWindow *window);
 extern uint64 gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads);
 extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
 extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,

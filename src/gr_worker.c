@@ -69,7 +69,12 @@
 /* Seconds before the postmaster restarts a scheduler that failed. */
 #define GR_WORKER_RESTART_S		5
 
-/* Apply rate assumed before the first batch is measured (bytes/s). */
+/*
+ * Apply rate assumed before the first batch is measured (bytes/s).  A lower,
+ * pessimistic figure is not safe with a bytes/s model: below the WAL
+ * generation rate the plan is infeasible, no batch runs, and the rate is
+ * never measured (seen with 2 MB/s in t/008).
+ */
 #define GR_DEFAULT_R_APL		(16.0 * 1024 * 1024)
 
 /* Time constant of the WAL generation rate's moving average (s). */
@@ -85,8 +90,11 @@
 #define GR_RTO_MARGIN_MIN_S		2.0
 #define GR_RTO_MARGIN_FRACTION	0.10
 
-/* How often the agent's view of the volume is refreshed (s). */
-#define GR_AGENT_REFRESH_S		30
+/*
+ * How often the agent's view of the volume is refreshed (s): often enough
+ * that the status shows a volume woken behind the scheduler's back.
+ */
+#define GR_AGENT_REFRESH_S		5
 
 /* Start/stop budget window. */
 #define GR_DAY_S				86400
@@ -130,15 +138,20 @@ typedef struct GrScheduler
 	GrAgentState agent_state;
 	char		agent_message[GR_MESSAGE_LEN];
 	TimestampTz agent_checked_at;
+	TimestampTz volume_state_at;	/* when sched.volume.state was reported */
 	GrVolumeInfo volume;
 	bool		volume_asleep;	/* we asked it to sleep and it agreed */
+	double		asleep_ios;		/* the agent's ledger when it agreed */
+	double		asleep_spin_ups;
 	TimestampTz volume_ready_at;	/* during WAKE */
 	TimestampTz spin_cycles[1441];	/* ring of sleep times, last 24 h */
 	int			spin_cycle_next;
 
 	/* the current batch */
 	TimestampTz batch_start;
-	XLogRecPtr	batch_end;		/* WAL received when the batch began */
+	XLogRecPtr	batch_end;		/* WAL received when the batch began, at
+								 * most window_size past the replay position */
+	bool		batch_capped;	/* window_size cut the batch short */
 	bool		work_started;	/* apply_start and apply_from are set */
 	TimestampTz apply_start;
 	XLogRecPtr	apply_from;
@@ -152,6 +165,9 @@ typedef struct GrScheduler
 	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
 												 * restartpoint */
 
+	/* when the received WAL arrived (greenreplica.max_apply_delay) */
+	GrArrivals	arrivals;
+
 	/* plan */
 	GrPlan		plan;
 	double		trigger_bytes;
@@ -159,9 +175,41 @@ typedef struct GrScheduler
 
 	/* promotion */
 	TimestampTz promote_seen_at;
+	XLogRecPtr	promote_replayed;	/* replay position at the request */
+
+	/* pause ownership (see gr_pause.c) */
+	bool		pause_owned;	/* the pause in effect is the scheduler's */
+	uint64		operator_resumes_seen;
+	bool		resumed_by_operator;	/* replaying freely until the next batch */
+	TimestampTz resumed_at;
+	XLogRecPtr	resumed_at_lsn;
+	bool		standing_down;	/* a recovery target is configured */
+
+	/* the WAL source watchdog */
+	bool		source_lost;	/* replay released until streaming resumes */
+	bool		source_changed; /* ... because primary_conninfo changed */
+	pid_t		source_lost_pid;	/* the walreceiver when released */
+	TimestampTz source_bad_since;	/* walreceiver seen not streaming */
+	XLogRecPtr	source_frozen_lsn;
+	TimestampTz source_frozen_since;
+	char		conninfo_seen[MAXCONNINFO];
+	char		slot_seen[NAMEDATALEN];
 } GrScheduler;
 
+/* What the startup process's walreceiver is doing. */
+typedef struct GrWalSource
+{
+	WalRcvState state;
+	pid_t		pid;
+	TimeLineID	received_tli;
+	XLogRecPtr	flushed;
+	XLogRecPtr	latest_end;		/* the sender's WAL end, from its messages */
+} GrWalSource;
+
 static GrScheduler sched;
+
+static const char *gr_walrcv_state_name(WalRcvState state);
+static void gr_read_wal_source(GrWalSource *src);
 
 void
 gr_register_worker(void)
@@ -179,16 +227,51 @@ gr_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+static bool
+gr_operator_paused(void)
+{
+	bool		paused;
+
+	SpinLockAcquire(&gr_state->mutex);
+	paused = gr_state->operator_paused;
+	SpinLockRelease(&gr_state->mutex);
+	return paused;
+}
+
+/* Pause replay: the pause is the scheduler's until it releases it. */
+static void
+gr_pause_replay(void)
+{
+	SetRecoveryPause(true);
+	sched.pause_owned = true;
+}
+
 /*
- * On exit, never leave replay paused or a stop armed: whatever happens to
- * the scheduler, the standby goes on replaying as stock PostgreSQL would.
+ * Disarm the stop and release the scheduler's own pause.  A pause somebody
+ * else requested (the operator, a reached recovery target) is never
+ * released: releasing PostgreSQL's pause at a recovery target promotes.
+ */
+static void
+gr_release_replay(void)
+{
+	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
+	if (sched.pause_owned && !gr_operator_paused() &&
+		recoveryTarget == RECOVERY_TARGET_UNSET)
+		SetRecoveryPause(false);
+	sched.pause_owned = false;
+}
+
+/*
+ * On exit, never leave the scheduler's pause or a stop armed: whatever
+ * happens to the scheduler, the standby goes on replaying as stock
+ * PostgreSQL would.  Anybody else's pause stays.
  */
 static void
 gr_worker_detach(int code, Datum arg)
 {
 	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
 	if (RecoveryInProgress())
-		SetRecoveryPause(false);
+		gr_release_replay();
 
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->phase = GR_PHASE_INACTIVE;
@@ -227,11 +310,37 @@ gr_unapplied_bytes(void)
 	return received > replayed ? received - replayed : 0;
 }
 
+static double
+gr_timestamp_seconds(TimestampTz t)
+{
+	return (double) t / USECS_PER_SEC;
+}
+
+/* Seconds since the oldest WAL not yet applied arrived; 0 when none is. */
+static double
+gr_oldest_unapplied_age(TimestampTz now)
+{
+	double		oldest;
+
+	gr_arrivals_note(&sched.arrivals, gr_received_lsn(), gr_timestamp_seconds(now));
+	oldest = gr_arrivals_oldest(&sched.arrivals, GetXLogReplayRecPtr(NULL));
+	return oldest < 0 ? 0 : Max(0, gr_timestamp_seconds(now) - oldest);
+}
+
+/* The staleness bound is reached: received WAL has waited long enough. */
+static bool
+gr_apply_delay_reached(TimestampTz now)
+{
+	return gr_max_apply_delay_s > 0 &&
+		gr_oldest_unapplied_age(now) >= (double) gr_max_apply_delay_s;
+}
+
 static void
 gr_enter(GrPhase phase)
 {
 	sched.phase = phase;
 	gr_set_phase(phase);
+	gr_set_step(NULL);
 }
 
 static double
@@ -300,7 +409,10 @@ gr_refresh_agent(TimestampTz now, bool force)
 
 	sched.agent_checked_at = now;
 	if (gr_agent_volume_info(&sched.volume, err, sizeof(err)))
+	{
 		gr_agent_answered();
+		sched.volume_state_at = now;
+	}
 	else
 		gr_agent_failed("volume lookup", err);
 }
@@ -361,10 +473,37 @@ gr_publish(TimestampTz now)
 	double		estimate = gr_plan_rto_estimate((double) unapplied, sched.r_apl,
 												gr_spin_up_remaining(now));
 	TimestampTz next_batch = 0;
+	double		oldest_age = gr_oldest_unapplied_age(now);
+	GrWalSource src;
+
+	gr_read_wal_source(&src);
+
+	/*
+	 * During a promotion the planning rate says little (cold reads may run
+	 * 100 times slower): estimate the rest from the rate replay has actually
+	 * had since the request.
+	 */
+	if (sched.phase == GR_PHASE_PROMOTING && sched.promote_seen_at != 0)
+	{
+		double		elapsed = gr_seconds_between(sched.promote_seen_at, now);
+		XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+		if (elapsed >= 1.0 && replayed > sched.promote_replayed)
+			estimate = (double) unapplied /
+				((double) (replayed - sched.promote_replayed) / elapsed);
+	}
 
 	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
 		next_batch = gr_after_seconds(now,
 									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
+	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0)
+	{
+		TimestampTz by_delay = gr_after_seconds(now,
+												Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
+
+		if (next_batch == 0 || by_delay < next_batch)
+			next_batch = by_delay;
+	}
 
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->r_gen = sched.r_gen;
@@ -383,21 +522,34 @@ gr_publish(TimestampTz now)
 		strlcpy(gr_state->volume_state, "unmanaged", GR_STATE_LEN);
 	else if (sched.agent_state == GR_AGENT_ERROR)
 		strlcpy(gr_state->volume_state, "unknown", GR_STATE_LEN);
-	else if (sched.volume_asleep)
-		strlcpy(gr_state->volume_state, "standby", GR_STATE_LEN);
 	else
 		strlcpy(gr_state->volume_state, sched.volume.state, GR_STATE_LEN);
+	gr_state->volume_state_at = sched.agent_state == GR_AGENT_CONNECTED ?
+		sched.volume_state_at : 0;
+	gr_state->oldest_unapplied_age_s = oldest_age;
+	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED &&
+		sched.asleep_ios >= 0 && sched.volume.ios >= 0)
+	{
+		gr_state->sleep_volume_ios = sched.volume.ios - sched.asleep_ios;
+		gr_state->sleep_volume_spin_ups = sched.asleep_spin_ups >= 0 && sched.volume.spin_ups >= 0 ?
+			sched.volume.spin_ups - sched.asleep_spin_ups : -1;
+	}
+	else
+	{
+		gr_state->sleep_volume_ios = -1;
+		gr_state->sleep_volume_spin_ups = -1;
+	}
+	strlcpy(gr_state->wal_receiver, gr_walrcv_state_name(src.state), GR_STATE_LEN);
 	gr_state->spin_up_s = sched.volume.spin_up_s;
 	gr_state->break_even_s = sched.volume.break_even_s;
 	SpinLockRelease(&gr_state->mutex);
 }
 
-/* Replay as stock PostgreSQL: nothing paused, nothing armed. */
+/* Replay as stock PostgreSQL: nothing of ours paused, nothing armed. */
 static void
 gr_replay_freely(GrPhase phase)
 {
-	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
-	SetRecoveryPause(false);
+	gr_release_replay();
 	if (sched.volume_asleep)
 	{
 		double		ready_in;
@@ -412,7 +564,7 @@ gr_replay_freely(GrPhase phase)
 static void
 gr_enter_sleep(void)
 {
-	SetRecoveryPause(true);
+	gr_pause_replay();
 	gr_enter(GR_PHASE_SLEEP);
 }
 
@@ -428,7 +580,17 @@ gr_begin_promotion(TimestampTz now)
 	uint64		unapplied = gr_unapplied_bytes();
 
 	sched.promote_seen_at = now;
+	sched.promote_replayed = GetXLogReplayRecPtr(NULL);
 	gr_replay_freely(GR_PHASE_PROMOTING);
+	if (sched.agent_state == GR_AGENT_CONNECTED)
+	{
+		double		ready_in;
+		char		err[GR_MESSAGE_LEN];
+
+		/* also when the agent's idle timeout spun it down on its own */
+		(void) gr_agent_wake(&ready_in, err, sizeof(err));
+		sched.volume_asleep = false;
+	}
 	gr_set_note("promotion requested: replaying the remaining WAL");
 	ereport(LOG,
 			(errmsg("greenreplica: promotion requested with " UINT64_FORMAT " bytes of WAL unapplied; replaying at once",
@@ -438,6 +600,22 @@ gr_begin_promotion(TimestampTz now)
 static void
 gr_finish(TimestampTz now)
 {
+	/*
+	 * The new primary writes to its data volume: have it spinning, even if
+	 * the agent's own idle timeout put it to sleep behind our back.
+	 */
+	if (sched.volume_asleep || sched.agent_state == GR_AGENT_CONNECTED)
+	{
+		double		ready_in;
+		char		err[GR_MESSAGE_LEN];
+
+		if (gr_agent_wake(&ready_in, err, sizeof(err)))
+			sched.volume_asleep = false;
+		else
+			ereport(LOG,
+					(errmsg("greenreplica: could not wake the data volume at the end of recovery: %s", err)));
+	}
+
 	if (sched.promote_seen_at != 0)
 	{
 		double		took = gr_seconds_between(sched.promote_seen_at, now);
@@ -489,10 +667,13 @@ gr_start_apply(TimestampTz now, XLogRecPtr to)
 	sched.apply_to = to;
 	gr_enter(GR_PHASE_APPLY);
 
+	/* The stop's pause, when it fires, is the scheduler's. */
+	sched.pause_owned = true;
 	if (sched.apply_to > replayed)
 	{
 		pg_atomic_write_u64(&gr_state->stop_lsn, sched.apply_to);
-		SetRecoveryPause(false);
+		if (!gr_operator_paused())
+			SetRecoveryPause(false);
 	}
 }
 
@@ -514,8 +695,16 @@ gr_decode_window(void)
 	GrBatchCompaction *c = &sched.compaction;
 	GrFoldFigures f;
 
+	/*
+	 * Without compaction nothing is prefetched: the window is decoded only
+	 * for its last record boundary, and must not split for reads (only for
+	 * the memory of its block set).
+	 */
+	gr_set_step("decode");
 	gr_window_decode(w, GetXLogReplayRecPtr(NULL), sched.batch_end,
-					 gr_window_max_reads(), gr_work_must_stop);
+					 sched.compacting ? gr_window_max_reads() : PG_UINT64_MAX,
+					 gr_work_must_stop);
+	gr_set_step(NULL);
 	f = gr_fold_figures(&w->fold);
 	c->windows++;
 	c->records += w->records;
@@ -563,6 +752,24 @@ gr_hint_window(void)
 }
 
 /*
+ * Whether replay is paused with its last replayed record ending at "at".  A
+ * pause just requested takes effect when the startup process has read the
+ * next record: wait a moment for it.
+ */
+static bool
+gr_replay_held_at(XLogRecPtr at)
+{
+	for (int i = 0; i < 100 && GetRecoveryPauseState() == RECOVERY_PAUSE_REQUESTED; i++)
+	{
+		if (gr_work_must_stop())
+			break;
+		pg_usleep(10000L);
+	}
+	return GetRecoveryPauseState() == RECOVERY_PAUSED &&
+		GetXLogReplayRecPtr(NULL) == at;
+}
+
+/*
  * PREFETCH the decoded window, then APPLY it.  A promotion request stops
  * the prefetch at once and promotion takes over.
  */
@@ -578,9 +785,26 @@ gr_prefetch_and_apply(TimestampTz now)
 	}
 
 	gr_begin_work(now);
+
+	/*
+	 * The prefetch reads relation blocks without locks, which is safe only
+	 * while replay is paused where the window was decoded: nothing then
+	 * drops, truncates or extends those relations underneath it.
+	 */
+	if (!gr_replay_held_at(sched.window.start))
+	{
+		ereport(LOG,
+				(errmsg("greenreplica: prefetch skipped: replay is not paused at the window start %X/%X",
+						LSN_FORMAT_ARGS(sched.window.start))));
+		gr_start_apply(GetCurrentTimestamp(), sched.window.apply_to);
+		return;
+	}
+
 	gr_hint_window();
 	gr_enter(GR_PHASE_PREFETCH);
+	gr_set_step("prefetch");
 	gr_prefetch_window(&sched.window, &r, gr_work_must_stop);
+	gr_set_step(NULL);
 	sched.compaction.ios += r.ios;
 	sched.compaction.bytes += r.bytes;
 	sched.compaction.blocks_read += r.blocks_read;
@@ -606,15 +830,32 @@ gr_prefetch_and_apply(TimestampTz now)
 	gr_start_apply(GetCurrentTimestamp(), sched.window.apply_to);
 }
 
+/* Where a batch without compaction stops. */
+static XLogRecPtr
+gr_plain_apply_to(void)
+{
+	return sched.batch_capped ? sched.window.apply_to : sched.batch_end;
+}
+
+/*
+ * Start a batch that applies what was received until now.  "compact" is
+ * false when replay is running already (after an operator's resume): a
+ * window that moves while it is decoded cannot be prefetched.
+ */
 static void
-gr_start_batch(TimestampTz now)
+gr_start_batch(TimestampTz now, bool compact)
 {
 	bool		waking = false;
 
+	XLogRecPtr	received = gr_received_lsn();
+	XLogRecPtr	window_cap = GetXLogReplayRecPtr(NULL) +
+		(uint64) gr_window_size_mb * 1024 * 1024;
+
 	sched.batch_start = now;
-	sched.batch_end = gr_received_lsn();
+	sched.batch_capped = received > window_cap;
+	sched.batch_end = sched.batch_capped ? window_cap : received;
 	sched.work_started = false;
-	sched.compacting = gr_mode == GR_MODE_COMPACT;
+	sched.compacting = compact && gr_mode == GR_MODE_COMPACT;
 	memset(&sched.compaction, 0, sizeof(sched.compaction));
 
 	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
@@ -628,14 +869,20 @@ gr_start_batch(TimestampTz now)
 			gr_agent_failed("wake", err);
 			ready_in = 0;
 		}
+		else
+			gr_refresh_agent(now, true);
 		sched.volume_asleep = false;
 		sched.volume_ready_at = gr_after_seconds(now, ready_in);
 		gr_enter(GR_PHASE_WAKE);
 		waking = true;
 	}
 
-	/* Decoding reads only pg_wal: it overlaps the spin-up. */
-	if (sched.compacting)
+	/*
+	 * Decoding reads only pg_wal: it overlaps the spin-up.  Without
+	 * compaction, a batch cut by window_size is decoded too, for the last
+	 * record boundary within the window: the batch ends at or before it.
+	 */
+	if (sched.compacting || sched.batch_capped)
 		gr_decode_window();
 
 	if (waking)
@@ -643,7 +890,7 @@ gr_start_batch(TimestampTz now)
 	if (sched.compacting)
 		gr_prefetch_and_apply(now);
 	else
-		gr_start_apply(now, sched.batch_end);
+		gr_start_apply(now, gr_plain_apply_to());
 }
 
 /* Decide whether the volume may sleep until the next batch, and ask. */
@@ -654,6 +901,13 @@ gr_put_volume_to_sleep(TimestampTz now)
 	int			cycles = gr_spin_cycles_last_day(now);
 	bool		declined;
 	char		err[GR_MESSAGE_LEN];
+
+	/*
+	 * FLUSH may have blocked for long in a restartpoint or a sync: a
+	 * promotion requested meanwhile needs the volume spinning.
+	 */
+	if (gr_promotion_requested() || !RecoveryInProgress())
+		return;
 
 	if (sched.agent_state != GR_AGENT_CONNECTED)
 	{
@@ -666,9 +920,12 @@ gr_put_volume_to_sleep(TimestampTz now)
 	idle_s = (sched.r_gen > 0) ?
 		Max(0, sched.trigger_bytes - (double) gr_unapplied_bytes()) / sched.r_gen :
 		(double) GR_DAY_S;
+	/* WAL arriving at once is applied within the staleness bound at the latest */
+	if (gr_max_apply_delay_s > 0)
+		idle_s = Min(idle_s, Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
 	if (idle_s < sched.volume.break_even_s)
 	{
-		gr_set_note("volume kept spinning: expected idle %.0f s is below the break-even time %.0f s",
+		gr_set_note("volume kept spinning: expected idle %.1f s is below the break-even time %.1f s",
 					idle_s, sched.volume.break_even_s);
 		return;
 	}
@@ -679,13 +936,17 @@ gr_put_volume_to_sleep(TimestampTz now)
 		return;
 	}
 
+	gr_set_step("agent sleep request");
 	if (gr_agent_sleep(idle_s, &declined, err, sizeof(err)))
 	{
 		gr_agent_answered();
+		gr_refresh_agent(now, true);
+		sched.asleep_ios = sched.volume.ios;
+		sched.asleep_spin_ups = sched.volume.spin_ups;
 		sched.volume_asleep = true;
 		sched.spin_cycles[sched.spin_cycle_next] = now;
 		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
-		gr_set_note("volume asleep until the next batch (expected idle %.0f s)", idle_s);
+		gr_set_note("volume asleep until the next batch (expected idle %.1f s)", idle_s);
 	}
 	else if (declined)
 	{
@@ -710,15 +971,17 @@ gr_flush_batch(TimestampTz now)
 	gr_enter(GR_PHASE_FLUSH);
 
 	/* Hold replay where it is, in case the stop did not fire. */
-	SetRecoveryPause(true);
+	gr_pause_replay();
 	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
 
 	/* A restartpoint at the window's checkpoint also lets WAL be recycled. */
 	if (checkpoint_end > sched.restartpoint_checkpoint)
 	{
+		gr_set_step("restartpoint");
 		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
 		sched.restartpoint_checkpoint = checkpoint_end;
 	}
+	gr_set_step("write-back and sync");
 	written = gr_write_back();
 
 	done = GetCurrentTimestamp();
@@ -773,8 +1036,16 @@ gr_flush_batch(TimestampTz now)
 			(errmsg_internal("greenreplica batch: " UINT64_FORMAT " bytes, " UINT64_FORMAT " records, %d buffers written in %.3f s",
 							 bytes, records, written, seconds)));
 
+	gr_window_release(&sched.window);
 	gr_replan();
-	gr_put_volume_to_sleep(done);
+
+	/*
+	 * The developer delay: FLUSH blocks here, before its sleep decision, as
+	 * a long restartpoint or sync can; it is kept out of the apply rate.
+	 */
+	if (gr_debug_flush_delay_ms > 0)
+		pg_usleep(gr_debug_flush_delay_ms * 1000L);
+	gr_put_volume_to_sleep(GetCurrentTimestamp());
 	gr_enter_sleep();
 }
 
@@ -797,6 +1068,7 @@ gr_settle_volume(TimestampTz now)
 	}
 
 	gr_enter(GR_PHASE_FLUSH);
+	gr_set_step("write-back and sync");
 	written = gr_write_back();
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica: %d buffers written before the first batch", written)));
@@ -805,11 +1077,235 @@ gr_settle_volume(TimestampTz now)
 	gr_enter(GR_PHASE_SLEEP);
 }
 
+static const char *
+gr_walrcv_state_name(WalRcvState state)
+{
+	switch (state)
+	{
+		case WALRCV_STOPPED:
+			return "stopped";
+		case WALRCV_STARTING:
+			return "starting";
+		case WALRCV_STREAMING:
+			return "streaming";
+		case WALRCV_WAITING:
+			return "waiting";
+		case WALRCV_RESTARTING:
+			return "restarting";
+		case WALRCV_STOPPING:
+			return "stopping";
+	}
+	return "unknown";
+}
+
+static void
+gr_read_wal_source(GrWalSource *src)
+{
+	SpinLockAcquire(&WalRcv->mutex);
+	src->state = WalRcv->walRcvState;
+	src->pid = WalRcv->pid;
+	src->received_tli = WalRcv->receivedTLI;
+	src->flushed = WalRcv->flushedUpto;
+	src->latest_end = WalRcv->latestWalEnd;
+	SpinLockRelease(&WalRcv->mutex);
+}
+
+/* Remember the source settings the running walreceiver was started with. */
+static void
+gr_remember_source_settings(void)
+{
+	strlcpy(sched.conninfo_seen, PrimaryConnInfo ? PrimaryConnInfo : "",
+			sizeof(sched.conninfo_seen));
+	strlcpy(sched.slot_seen, PrimarySlotName ? PrimarySlotName : "",
+			sizeof(sched.slot_seen));
+}
+
+/*
+ * The WAL-source watchdog.  PostgreSQL restarts, re-points and re-times its
+ * walreceiver, follows a new timeline and falls back to restore_command only
+ * while the startup process waits for WAL, never while it is paused.  Called
+ * every tick while the scheduler holds replay; returns false, with the
+ * reason in "why", when replay must be released for the startup process to
+ * tend its WAL source.
+ */
+static bool
+gr_wal_source_healthy(TimestampTz now, char *why, size_t whylen)
+{
+	GrWalSource src;
+	double		frozen_s;
+
+	gr_read_wal_source(&src);
+
+	if (src.state != WALRCV_STREAMING)
+	{
+		double		bad_s;
+
+		if (sched.source_bad_since == 0)
+			sched.source_bad_since = now;
+		bad_s = gr_seconds_between(sched.source_bad_since, now);
+		if (bad_s * 1000.0 >= (double) wal_retrieve_retry_interval)
+		{
+			snprintf(why, whylen, "the walreceiver has not been streaming for %.1f s (state %s)",
+					 bad_s, gr_walrcv_state_name(src.state));
+			return false;
+		}
+		return true;
+	}
+	sched.source_bad_since = 0;
+
+	/* The startup process re-points the walreceiver only when it waits. */
+	if (strcmp(sched.conninfo_seen, PrimaryConnInfo ? PrimaryConnInfo : "") != 0 ||
+		strcmp(sched.slot_seen, PrimarySlotName ? PrimarySlotName : "") != 0)
+	{
+		snprintf(why, whylen, "primary_conninfo or primary_slot_name changed");
+		sched.source_changed = true;
+		return false;
+	}
+
+	/* Streaming, yet nothing arrives although the sender has more. */
+	if (src.flushed != sched.source_frozen_lsn || src.latest_end <= src.flushed)
+	{
+		sched.source_frozen_lsn = src.flushed;
+		sched.source_frozen_since = now;
+		return true;
+	}
+	frozen_s = gr_seconds_between(sched.source_frozen_since, now);
+	if (frozen_s >= Max(10.0, wal_receiver_timeout / 1000.0))
+	{
+		snprintf(why, whylen, "received WAL stopped at %X/%X for %.0f s while the sender has %X/%X",
+				 LSN_FORMAT_ARGS(src.flushed), frozen_s, LSN_FORMAT_ARGS(src.latest_end));
+		return false;
+	}
+	return true;
+}
+
+/* Release replay until streaming resumes on the replay timeline. */
+static void
+gr_source_lost(const char *why)
+{
+	GrWalSource src;
+
+	gr_read_wal_source(&src);
+	sched.source_lost = true;
+	sched.source_lost_pid = src.pid;
+	gr_replay_freely(GR_PHASE_CONTINUOUS);
+	gr_set_note("WAL source needs the startup process (%s): replaying until streaming resumes on the replay timeline",
+				why);
+	ereport(LOG,
+			(errmsg("greenreplica: %s; replay released until streaming resumes on the replay timeline",
+					why)));
+}
+
+/* Streaming again, on the timeline being replayed (and re-pointed, if asked). */
+static bool
+gr_source_recovered(void)
+{
+	GrWalSource src;
+	TimeLineID	replay_tli;
+
+	gr_read_wal_source(&src);
+	(void) GetXLogReplayRecPtr(&replay_tli);
+	if (src.state != WALRCV_STREAMING || src.received_tli != replay_tli)
+		return false;
+	if (sched.source_changed && src.pid == sched.source_lost_pid)
+		return false;
+
+	ereport(LOG,
+			(errmsg("greenreplica: streaming resumed on timeline %u; batching resumes",
+					replay_tli)));
+	sched.source_lost = false;
+	sched.source_changed = false;
+	sched.source_bad_since = 0;
+	sched.source_frozen_lsn = InvalidXLogRecPtr;
+	gr_remember_source_settings();
+	return true;
+}
+
+/*
+ * What the operator did with pg_wal_replay_pause() and _resume().  Returns
+ * true while the operator's pause holds: then nothing moves.
+ */
+static bool
+gr_follow_operator(TimestampTz now)
+{
+	bool		paused;
+	uint64		resumes;
+	bool		resumed;
+
+	SpinLockAcquire(&gr_state->mutex);
+	paused = gr_state->operator_paused;
+	resumes = gr_state->operator_resumes;
+	SpinLockRelease(&gr_state->mutex);
+
+	resumed = resumes != sched.operator_resumes_seen;
+	sched.operator_resumes_seen = resumes;
+
+	/* A resume not seen through the hook: the pause vanished under us. */
+	if (!resumed && !paused && sched.pause_owned &&
+		(sched.phase == GR_PHASE_SLEEP || sched.phase == GR_PHASE_WAKE) &&
+		GetRecoveryPauseState() == RECOVERY_NOT_PAUSED)
+		resumed = true;
+
+	if (resumed && !paused && sched.pause_owned &&
+		(sched.phase == GR_PHASE_SLEEP || sched.phase == GR_PHASE_WAKE))
+	{
+		/* The operator released our pause: replay runs until the next batch. */
+		sched.pause_owned = false;
+		sched.resumed_by_operator = true;
+		sched.resumed_at = now;
+		sched.resumed_at_lsn = gr_received_lsn();
+		gr_replay_freely(GR_PHASE_CONTINUOUS);
+		gr_set_note("replay resumed by the operator: replaying continuously until the next batch");
+		ereport(LOG,
+				(errmsg("greenreplica: replay resumed by the operator; replaying continuously until the next batch")));
+	}
+
+	if (paused)
+		gr_set_note("replay paused by the operator: no batch starts until pg_wal_replay_resume()");
+	return paused;
+}
+
+/*
+ * After an operator's resume, the next batch comes when the cycle would
+ * have started one: the plan's backlog, the staleness bound, or a request.
+ */
+static bool
+gr_operator_cycle_done(TimestampTz now, bool batch_requested)
+{
+	XLogRecPtr	received = gr_received_lsn();
+
+	return batch_requested ||
+		(double) (received > sched.resumed_at_lsn ? received - sched.resumed_at_lsn : 0) >=
+		sched.trigger_bytes ||
+		(gr_max_apply_delay_s > 0 &&
+		 gr_seconds_between(sched.resumed_at, now) >= (double) gr_max_apply_delay_s);
+}
+
 /* One step of the batch cycle. */
 static void
 gr_step(TimestampTz now)
 {
 	bool		batch_requested = gr_take_batch_request();
+
+	/*
+	 * At a reached recovery target PostgreSQL pauses (or promotes, or shuts
+	 * down) by itself; releasing that pause would promote.  Stand down.
+	 */
+	if (recoveryTarget != RECOVERY_TARGET_UNSET)
+	{
+		if (!sched.standing_down)
+		{
+			gr_replay_freely(GR_PHASE_OFF);
+			gr_set_note("a recovery target is configured: greenreplica stands down and leaves replay to PostgreSQL");
+			ereport(LOG,
+					(errmsg("greenreplica: a recovery target is configured; the scheduler stands down")));
+			sched.standing_down = true;
+		}
+		return;
+	}
+
+	if (gr_follow_operator(now))
+		return;
 
 	if (gr_mode == GR_MODE_OFF)
 	{
@@ -840,6 +1336,22 @@ gr_step(TimestampTz now)
 		case GR_PHASE_INACTIVE:
 		case GR_PHASE_OFF:
 		case GR_PHASE_CONTINUOUS:
+			if (sched.source_lost && !gr_source_recovered())
+				break;
+			if (sched.resumed_by_operator)
+			{
+				if (sched.agent_state == GR_AGENT_ERROR || !sched.plan.feasible)
+					sched.resumed_by_operator = false;
+				else
+				{
+					if (gr_operator_cycle_done(now, batch_requested))
+					{
+						sched.resumed_by_operator = false;
+						gr_start_batch(now, false);
+					}
+					break;
+				}
+			}
 			if (sched.agent_state == GR_AGENT_ERROR)
 			{
 				if (sched.phase != GR_PHASE_CONTINUOUS)
@@ -853,12 +1365,13 @@ gr_step(TimestampTz now)
 				gr_set_note("no feasible batch plan: %s",
 							gr_plan_verdict_message(sched.plan.verdict));
 				if (!sched.infeasible_logged)
-					ereport(LOG,
-							(errmsg("greenreplica: replaying continuously: %s",
+					ereport(WARNING,
+							(errmsg("greenreplica cannot meet greenreplica.rto: %s; replaying continuously",
 									gr_plan_verdict_message(sched.plan.verdict)),
 							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s, apply rate %.0f bytes/s.",
 									   gr_rto_s, sched.volume.spin_up_s,
-									   Max(sched.r_gen, 0), sched.r_apl)));
+									   Max(sched.r_gen, 0), sched.r_apl),
+							 errhint("Raise greenreplica.rto above the volume's spin-up time, or give the standby faster storage or more shared_buffers; until then the standby replays as stock PostgreSQL and saves no energy.")));
 				sched.infeasible_logged = true;
 			}
 			else
@@ -878,14 +1391,36 @@ gr_step(TimestampTz now)
 				sched.infeasible_logged = false;
 				break;
 			}
+			{
+				char		why[GR_MESSAGE_LEN];
+
+				/*
+				 * Only a startup process that sits in its pause loop is kept
+				 * from its WAL source; one still waiting for the next record
+				 * tends the source itself.
+				 */
+				if (!gr_wal_source_healthy(now, why, sizeof(why)) &&
+					GetRecoveryPauseState() == RECOVERY_PAUSED)
+				{
+					gr_source_lost(why);
+					break;
+				}
+			}
 			/*
 			 * A batch with nothing to apply would only wake the volume: a
 			 * request then finds everything applied already.
 			 */
-			if (gr_unapplied_bytes() > 0 &&
-				(batch_requested ||
-				 (double) gr_unapplied_bytes() >= sched.trigger_bytes))
-				gr_start_batch(now);
+			if (gr_unapplied_bytes() == 0)
+				break;
+			if (batch_requested ||
+				(double) gr_unapplied_bytes() >= sched.trigger_bytes)
+				gr_start_batch(now, true);
+			else if (gr_apply_delay_reached(now))
+			{
+				gr_set_note("batch started by greenreplica.max_apply_delay: the oldest unapplied WAL is %.1f s old",
+							gr_oldest_unapplied_age(now));
+				gr_start_batch(now, true);
+			}
 			break;
 
 		case GR_PHASE_WAKE:
@@ -894,7 +1429,7 @@ gr_step(TimestampTz now)
 				if (sched.compacting)
 					gr_prefetch_and_apply(now);
 				else
-					gr_start_apply(now, sched.batch_end);
+					gr_start_apply(now, gr_plain_apply_to());
 			}
 			break;
 
@@ -958,6 +1493,22 @@ gr_scheduler_main(Datum main_arg)
 	sched.r_gen = -1;
 	sched.r_apl = GR_DEFAULT_R_APL;
 	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
+	gr_remember_source_settings();
+	SpinLockAcquire(&gr_state->mutex);
+	sched.operator_resumes_seen = gr_state->operator_resumes;
+	SpinLockRelease(&gr_state->mutex);
+
+	/* A pause in effect now is not ours: the operator's, or a target's. */
+	if (GetRecoveryPauseState() != RECOVERY_NOT_PAUSED && recoveryTarget == RECOVERY_TARGET_UNSET)
+	{
+		SpinLockAcquire(&gr_state->mutex);
+		if (!gr_state->operator_paused)
+		{
+			gr_state->operator_paused = true;
+			gr_state->operator_paused_at = GetCurrentTimestamp();
+		}
+		SpinLockRelease(&gr_state->mutex);
+	}
 	gr_window_init(&sched.window, TopMemoryContext);
 
 	before_shmem_exit(gr_worker_detach, (Datum) 0);
@@ -1005,6 +1556,7 @@ gr_scheduler_main(Datum main_arg)
 
 		if (sched.phase != GR_PHASE_PROMOTING)
 		{
+			(void) gr_oldest_unapplied_age(now);
 			gr_sample_rates(now);
 			gr_step(now);
 		}

@@ -78,6 +78,11 @@ typedef struct GrSharedState
 	Latch	   *worker_latch;	/* set to wake the scheduler */
 	bool		batch_requested;	/* greenreplica_batch_now() */
 
+	/* the operator's pg_wal_replay_pause() / _resume() (gr_pause.c) */
+	bool		operator_paused;
+	TimestampTz operator_paused_at;
+	uint64		operator_resumes;	/* successful pg_wal_replay_resume() calls */
+
 	/* rates and plan */
 	double		r_gen;			/* bytes/s, smoothed; < 0 unknown */
 	double		r_apl;			/* bytes/s used for planning */
@@ -134,7 +139,21 @@ typedef struct GrSharedState
 
 	/* the last promotion */
 	double		last_promotion_s;	/* < 0 none yet */
+
+	/* progress and freshness */
+	char		step[GR_STATE_LEN]; /* what a long phase is doing; "" none */
+	TimestampTz step_started_at;
+	TimestampTz volume_state_at;	/* when the agent last reported it */
+	double		oldest_unapplied_age_s;
+	char		wal_receiver[GR_STATE_LEN]; /* the walreceiver's state */
+
+	/* what touched the data volume since it was put to sleep; < 0 unknown */
+	double		sleep_volume_ios;
+	double		sleep_volume_spin_ups;
 } GrSharedState;
+
+/* Entry point (greenreplica.c) */
+extern void gr_require_preload(const char *function);
 
 /* GUC variables (gr_guc.c) */
 extern int	gr_mode;
@@ -144,6 +163,8 @@ extern char *gr_agent_socket;
 extern char *gr_agent_volume;
 extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
+extern int	gr_debug_flush_delay_ms;
+extern int	gr_max_apply_delay_s;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);
@@ -156,6 +177,10 @@ extern const char *gr_phase_name(GrPhase phase);
 extern const char *gr_agent_state_name(GrAgentState state);
 extern void gr_set_phase(GrPhase phase);
 extern void gr_set_note(const char *fmt,...) pg_attribute_printf(1, 2);
+extern void gr_set_step(const char *step);
+
+/* Operator pause and resume (gr_pause.c) */
+extern void gr_install_pause_hooks(void);
 
 /* Redo wrapper (gr_redo.c) */
 extern void gr_install_redo_wrapper(void);

@@ -101,7 +101,8 @@ sub table_fingerprints
 }
 
 # Make the standby replay everything the primary has written so far,
-# forcing batches as needed; fails the test if it does not get there.
+# forcing batches as needed, and wait for the batch under way to finish;
+# fails the test if it does not get there.
 sub replay_all
 {
 	my ($standby, $primary) = @_;
@@ -110,10 +111,14 @@ sub replay_all
 	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 	while (time() < $deadline)
 	{
-		return 1
-		  if $standby->safe_psql('postgres',
-			"SELECT pg_last_wal_replay_lsn() >= '$target'") eq 't';
-		$standby->safe_psql('postgres', 'SELECT greenreplica_batch_now()');
+		# A batch may cancel these queries (conflict with recovery): retry.
+		my ($ret, $caught_up) = $standby->psql('postgres',
+			"SELECT pg_last_wal_replay_lsn() >= '$target'
+			        AND phase NOT IN ('wake', 'prefetch', 'apply', 'flush')
+			   FROM greenreplica_status");
+		# Caught up, and no batch is half-way (its figures are published).
+		return 1 if $ret == 0 && $caught_up eq 't';
+		$standby->psql('postgres', 'SELECT greenreplica_batch_now()');
 		usleep(200_000);
 	}
 	fail("standby replayed up to $target");
@@ -182,12 +187,13 @@ sub wait_for_phase
 }
 
 # Ask the storage agent started by "make check" for a volume of emulated
-# test-fast disks, mounted in a directory owned by us; returns the agent's
-# volume name and the mount point.  The suites need the agent: without it
+# disks (template "tap": test-fast; "tap-36z15": ultrastar-36z15), mounted in
+# a directory owned by us; returns the agent's volume name and the mount
+# point.  The suites need the agent: without it
 # they fail rather than pass vacuously.
 sub agent_volume
 {
-	my ($prefix) = @_;
+	my ($prefix, $template) = @_;
 	my $socket = $ENV{GR_AGENT_SOCKET}
 	  or BAIL_OUT('GR_AGENT_SOCKET is not set: run the TAP suites through "make check", '
 		  . 'which starts the storage agent');
@@ -195,7 +201,7 @@ sub agent_volume
 	my $dir = "$ENV{GR_AGENT_VOLUMES}/$name";
 	mkdir $dir or die "mkdir $dir: $!";
 	my $reply = agent_request(
-		{ op => 'create_volume', name => $name, template => 'tap', directory => $dir });
+		{ op => 'create_volume', name => $name, template => $template // 'tap', directory => $dir });
 	BAIL_OUT("the storage agent could not create a volume: " . ($reply->{error} // '?'))
 	  unless $reply->{ok};
 	return ($name, $dir);
@@ -240,11 +246,12 @@ sub new_standby_on_volume
 
 # A primary with pgbench tables (scale $scale) in tablespace "data", and a
 # deferring standby whose copy of that tablespace is on an agent volume the
-# scheduler manages.  Returns (primary, standby, volume name).
+# scheduler manages (agent template $template, "tap" by default).  Returns
+# (primary, standby, volume name).
 sub pair_on_agent_volume
 {
-	my ($prefix, $scale, $conf) = @_;
-	my ($volume, $mount) = agent_volume($prefix);
+	my ($prefix, $scale, $conf, $template) = @_;
+	my ($volume, $mount) = agent_volume($prefix, $template);
 	my $primary = new_primary("${prefix}_primary");
 	my $tablespace = PostgreSQL::Test::Utils::tempdir("${prefix}_ts");
 	$primary->safe_psql('postgres', "CREATE TABLESPACE data LOCATION '$tablespace'");

@@ -80,5 +80,41 @@ main(void)
 	expect(near(gr_plan_smooth(0, 100, 10, 10), 100 * (1 - exp(-1)), 1e-12), "EWMA weight 1-exp(-dt/tau)");
 	expect(gr_plan_smooth(7, 100, 0, 10) == 7, "no time, no change");
 
+	/* Arrival times of received WAL, for greenreplica.max_apply_delay. */
+	{
+		GrArrivals	a = {0};
+		int			i;
+
+		expect(gr_arrivals_oldest(&a, 0) < 0, "nothing received: nothing pending");
+		gr_arrivals_note(&a, 100, 10.0);
+		gr_arrivals_note(&a, 100, 11.0);
+		gr_arrivals_note(&a, 50, 12.0);
+		gr_arrivals_note(&a, 200, 13.0);
+		expect(a.count == 2, "a position that does not advance adds no entry");
+		expect(gr_arrivals_oldest(&a, 0) == 10.0, "the oldest pending WAL arrived at 10");
+		expect(gr_arrivals_oldest(&a, 99) == 10.0, "part of the first entry pending");
+		expect(gr_arrivals_oldest(&a, 100) == 13.0, "first entry applied: next one");
+		expect(a.count == 1, "applied entries are forgotten");
+		expect(gr_arrivals_oldest(&a, 200) < 0, "everything applied: nothing pending");
+
+		/* A full ring merges and never makes pending WAL look younger. */
+		for (i = 1; i <= 1000; i++)
+			gr_arrivals_note(&a, 1000 + (uint64_t) i, (double) i);
+		expect(a.count <= GR_ARRIVALS_MAX, "the ring stays bounded");
+		{
+			GrArrivals	b = a;
+			int			ok = 1;
+
+			for (i = 1; i < 1000; i += 7)
+			{
+				GrArrivals	c = b;
+
+				if (gr_arrivals_oldest(&c, 1000 + (uint64_t) i) > (double) (i + 1))
+					ok = 0;
+			}
+			expect(ok, "after merging, the oldest pending time is never later than the true one");
+		}
+	}
+
 	return unit_report();
 }
