@@ -268,6 +268,70 @@ else
 	fi
 fi
 
+# PostgreSQL on the volume reads through latent sector errors without seeing one: a cluster
+# with data checksums whose table file has bad 4 KiB blocks on alternate members (as above;
+# an 8 KiB page then spans a bad block on each member)
+# returns the same rows after the agent restarts with those faults, and the agent counts them.
+PG_BIN=/usr/lib/postgresql/15/bin
+if [ -x "$PG_BIN/initdb" ]; then
+	PGDATA_DIR=$MNT/pgdata
+	PGSOCK=$WORK/pgsock
+	PGPORT=$((20000 + RANDOM % 20000))
+	rm -f "$MNT"/busy*  # the crash rounds' scratch files: room for a cluster
+	chmod 755 "$WORK" "$WORK/mnt" "$MNT"
+	install -d -o nobody -m 0700 "$PGDATA_DIR"
+	install -d -o nobody -m 0755 "$PGSOCK"
+	as_pg() { (cd / && runuser -u nobody -- "$@"); }
+	pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -h "$PGSOCK" -p "$PGPORT" -d postgres -c "$1"; }
+	pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses=''" "$@" >/dev/null; }
+	as_pg "$PG_BIN/initdb" -D "$PGDATA_DIR" -k -A trust --no-sync >"$WORK/initdb.log" 2>&1
+	pg_ctl_do start
+	pg_sql "CREATE TABLE t AS SELECT i, repeat(md5(i::text), 30) AS filler FROM generate_series(1, 4000) i" >/dev/null
+	pg_sql "CHECKPOINT" >/dev/null
+	want=$(pg_sql "SELECT sum(hashtext(filler) + i) FROM t")
+	relfile=$PGDATA_DIR/$(pg_sql "SELECT pg_relation_filepath('t')")
+	pg_ctl_do stop -m fast
+	sync
+	ext=$(filefrag -e "$relfile" 2>/dev/null)
+	fs_block=$(echo "$ext" | sed -n 's/.*blocks of \([0-9]*\) bytes.*/\1/p' | head -1)
+	read -r first_block extent_blocks < <(echo "$ext" | awk '$1 == "0:" { gsub(/[.:]/, " "); print $4, $6 }')
+	bad_start=$(((first_block * fs_block / 4096 + 4) * 4096))
+	if [ -z "$fs_block" ] || [ -z "$first_block" ] || [ "$((extent_blocks * fs_block))" -lt $((8 * 65536)) ]; then
+		fail "PostgreSQL reads through latent sector errors" "cannot place them: $(echo "$ext" | head -4 | tr '\n' ' ')"
+	else
+		ranges0="" ranges1=""
+		for i in $(seq 0 7); do # 4 per member: below the 20 that fail a member
+			r="[$((bad_start + i * 4096)), 4096]"
+			if [ $((i % 2)) -eq 0 ]; then ranges0="$ranges0${ranges0:+, }$r"; else ranges1="$ranges1${ranges1:+, }$r"; fi
+		done
+		awk -v r0="$ranges0" -v r1="$ranges1" '
+			{ print }
+			/^path = .*int-0.img"$/ { print "inject_read_errors = [" r0 "]" }
+			/^path = .*int-1.img"$/ { print "inject_read_errors = [" r1 "]" }' "$WORK/agent.toml" >"$WORK/faulty.toml"
+		kill -TERM "$AGENT_PID"
+		wait "$AGENT_PID"
+		before=$(grs request '{"op":"volume","volume":"int"}' 2>/dev/null | jq '[.volume.members[].read_errors] | add')
+		cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
+		cp "$WORK/faulty.toml" "$WORK/agent.toml"
+		start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
+		cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
+		chmod 755 "$MNT" # the export sets the root's mode again at each mount
+		pg_ctl_do start
+		got=$(pg_sql "SELECT sum(hashtext(filler) + i) FROM t" 2>"$WORK/pg-read.err")
+		pg_ctl_do stop -m fast
+		errors=$(grs request '{"op":"volume","volume":"int"}' | jq '[.volume.members[].read_errors] | add')
+		if [ -n "$want" ] && [ "$got" = "$want" ] && [ ! -s "$WORK/pg-read.err" ] &&
+			! grep -qE 'ERROR|invalid page|checksum' "$PGSOCK/pg.log" && [ "${errors:-0}" -ge 1 ]; then
+			pass "PostgreSQL reads its table through latent sector errors on both members: same rows, no error ($errors corrected)"
+		else
+			fail "PostgreSQL reads its table through latent sector errors" \
+				"want $want got $got, read errors $errors (before restart ${before:-?}): $(cat "$WORK/pg-read.err"; grep -E 'ERROR|invalid page|checksum' "$PGSOCK/pg.log" | head -2)"
+		fi
+	fi
+else
+	fail "PostgreSQL reads through latent sector errors" "no PostgreSQL 15 server at $PG_BIN (make deps installs it)"
+fi
+
 # A clean stop, then both copies are a clean ext4 and identical.
 kill -TERM "$AGENT_PID"
 if wait "$AGENT_PID"; then
