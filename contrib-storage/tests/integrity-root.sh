@@ -9,39 +9,11 @@
 #   GRS_BIN=/path/to/greenreplica-storage ROUNDS=5 bash …     # another binary, fewer crashes
 set -uo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-WS=$(dirname "$HERE")
+. "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-20}
-PASSED=0
-FAILED=0
-pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "not ok - the integrity tests must run as root (FUSE, loop devices, ext4); nothing was tested"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-missing=""
-for tool in fio jq losetup mkfs.ext4 e2fsck fsfreeze filefrag fusermount3 cmp; do
-	command -v "$tool" >/dev/null || missing="$missing $tool"
-done
-if [ -n "$missing" ] || [ ! -e /dev/fuse ]; then
-	echo "not ok - missing prerequisites:${missing:- }$([ -e /dev/fuse ] || echo ' /dev/fuse')"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-
-export PATH=$HOME/.cargo/bin:$PATH
-BIN=${GRS_BIN:-}
-if [ -z "$BIN" ]; then
-	if ! (cd "$WS" && cargo build --quiet); then
-		echo "not ok - cargo build failed"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	BIN=$WS/target/debug/greenreplica-storage
-fi
+require_root_and_tools "the integrity tests" fio jq losetup mkfs.ext4 e2fsck fsfreeze filefrag fusermount3 cmp
+build_agent
 
 WORK=$(mktemp -d /tmp/grs-integrity.XXXXXX)
 chmod 755 "$WORK"
@@ -58,12 +30,7 @@ cleanup() {
 	done
 	[ -n "$AGENT_PID" ] && kill -KILL "$AGENT_PID" 2>/dev/null
 	fsfreeze -u "$MNT" 2>/dev/null
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
-	losetup -a 2>/dev/null | grep -F "$WORK" | cut -d: -f1 |
-		while read -r dev; do losetup -d "$dev" 2>/dev/null; done
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	unmount_below "$WORK"
 	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT

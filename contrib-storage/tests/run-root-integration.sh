@@ -8,43 +8,15 @@
 #   GRS_BIN=/path/to/greenreplica-storage bash …               # test a given binary
 set -uo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-WS=$(dirname "$HERE")
-PASSED=0
-FAILED=0
-pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
+. "$(dirname "$0")/lib.sh"
 check() { # check NAME COMMAND... : pass if the command succeeds
 	local name=$1
 	shift
 	if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "not ok - the root integration tests must run as root (they mount filesystems and attach loop devices); nothing was tested"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-missing=""
-for tool in fio jq losetup mkfs.ext4 e2fsck runuser fusermount3 cmp; do
-	command -v "$tool" >/dev/null || missing="$missing $tool"
-done
-if [ -n "$missing" ] || [ ! -e /dev/fuse ]; then
-	echo "not ok - missing prerequisites:${missing:- }$([ -e /dev/fuse ] || echo ' /dev/fuse') (see contrib-storage/apt-packages.txt)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-
-export PATH=$HOME/.cargo/bin:$PATH
-BIN=${GRS_BIN:-}
-if [ -z "$BIN" ]; then
-	if ! (cd "$WS" && cargo build --quiet); then
-		echo "not ok - cargo build failed"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	BIN=$WS/target/debug/greenreplica-storage
-fi
+require_root_and_tools "the root integration tests" fio jq losetup mkfs.ext4 e2fsck runuser fusermount3 cmp
+build_agent
 
 WORK=$(mktemp -d /tmp/grs-it.XXXXXX)
 chmod 755 "$WORK"
@@ -62,12 +34,7 @@ cleanup() {
 	done
 	for pid in "${ALL_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
 	# Whatever is still mounted below WORK (deepest first), then loops on WORK's files.
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
-	losetup -a 2>/dev/null | grep -F "$WORK" | cut -d: -f1 |
-		while read -r dev; do losetup -d "$dev" 2>/dev/null; done
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	unmount_below "$WORK"
 	rm -rf "$WORK"
 }
 trap cleanup EXIT

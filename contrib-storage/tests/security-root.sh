@@ -14,41 +14,11 @@
 #   GRS_BIN=/path/to/greenreplica-storage bash …        # test a given binary
 set -uo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-WS=$(dirname "$HERE")
-PASSED=0
-FAILED=0
-SKIPPED=0
-pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
-skip() { echo "ok - $1 # SKIP $2"; SKIPPED=$((SKIPPED + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "not ok - the security root tests must run as root; nothing was tested"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
 PY=/usr/bin/python3 # the system one: the helpers also run as nobody and daemon
-missing=""
-for tool in jq losetup mkfs.ext4 runuser findmnt "$PY"; do
-	command -v "$tool" >/dev/null || missing="$missing $tool"
-done
-if [ -n "$missing" ] || [ ! -e /dev/fuse ]; then
-	echo "not ok - missing prerequisites:${missing:- }$([ -e /dev/fuse ] || echo ' /dev/fuse')"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
-
-export PATH=$HOME/.cargo/bin:$PATH
-BIN=${GRS_BIN:-}
-if [ -z "$BIN" ]; then
-	if ! (cd "$WS" && cargo build --quiet); then
-		echo "not ok - cargo build failed"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	BIN=$WS/target/debug/greenreplica-storage
-fi
+require_root_and_tools "the security root tests" jq losetup mkfs.ext4 runuser findmnt "$PY"
+build_agent
 
 WORK=$(mktemp -d /tmp/grs-sec.XXXXXX)
 chmod 755 "$WORK"
@@ -65,12 +35,7 @@ cleanup() {
 		sleep 0.25
 	done
 	for pid in "${ALL_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
-	losetup -a 2>/dev/null | grep -F "$WORK" | cut -d: -f1 |
-		while read -r dev; do losetup -d "$dev" 2>/dev/null; done
-	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	unmount_below "$WORK"
 	[ -n "${KEEP_WORK:-}" ] && { cp -r "$WORK"/*.log /tmp/grs-sec-logs/ 2>/dev/null; }
 	rm -rf "$WORK"
 }

@@ -1,0 +1,54 @@
+# Shared by the agent's root test scripts (sourced, not run): result lines and counters,
+# prerequisites, the agent binary under test, and the teardown of what a test mounted.
+# Each script prints one line per test ("ok - …" / "not ok - …: why") and ends with
+# "N passed, M failed".
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
+WS=$(dirname "$HERE")
+PASSED=0
+FAILED=0
+SKIPPED=0
+pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
+skip() { echo "ok - $1 # SKIP $2"; SKIPPED=$((SKIPPED + 1)); }
+
+# Nothing could be tested: say why, count it as one failure, stop.
+give_up() {
+	echo "not ok - $1"
+	echo "0 passed, 1 failed"
+	exit 1
+}
+
+# require_root_and_tools WHAT TOOL...: root, /dev/fuse and the tools, or give up.
+require_root_and_tools() {
+	local what=$1 tool missing=""
+	shift
+	[ "$(id -u)" -eq 0 ] || give_up "$what must run as root (FUSE, loop devices, ext4); nothing was tested"
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || missing="$missing $tool"
+	done
+	if [ -n "$missing" ] || [ ! -e /dev/fuse ]; then
+		give_up "missing prerequisites:${missing:- }$([ -e /dev/fuse ] || echo ' /dev/fuse') (see contrib-storage/apt-packages.txt)"
+	fi
+}
+
+# BIN: the agent under test, GRS_BIN or a fresh debug build of the workspace.
+build_agent() {
+	export PATH=$HOME/.cargo/bin:$PATH
+	BIN=${GRS_BIN:-}
+	if [ -z "$BIN" ]; then
+		(cd "$WS" && cargo build --quiet) || give_up "cargo build failed"
+		BIN=$WS/target/debug/greenreplica-storage
+	fi
+}
+
+# Unmount everything below DIR (deepest first) and detach loop devices on its files.
+unmount_below() {
+	local dir=$1
+	awk -v w="$dir" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null; done
+	losetup -a 2>/dev/null | grep -F "$dir" | cut -d: -f1 |
+		while read -r dev; do losetup -d "$dev" 2>/dev/null; done
+	awk -v w="$dir" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null; done
+}
