@@ -100,6 +100,27 @@ mirrors_identical() { # with the filesystem frozen (nothing in flight), compare 
 	[ "$same" -eq 1 ]
 }
 
+# restart_with_read_errors START COUNT: restart the agent with COUNT consecutive 4 KiB blocks
+# from member offset START unreadable, even blocks on member 0 and odd ones on member 1 (so
+# whichever copy serves a read there meets a bad block); the config file is left as it was.
+restart_with_read_errors() {
+	local start=$1 count=$2 i r ranges0="" ranges1=""
+	for i in $(seq 0 $((count - 1))); do
+		r="[$((start + i * 4096)), 4096]"
+		if [ $((i % 2)) -eq 0 ]; then ranges0="$ranges0${ranges0:+, }$r"; else ranges1="$ranges1${ranges1:+, }$r"; fi
+	done
+	awk -v r0="$ranges0" -v r1="$ranges1" '
+		{ print }
+		/^path = .*int-0.img"$/ { print "inject_read_errors = [" r0 "]" }
+		/^path = .*int-1.img"$/ { print "inject_read_errors = [" r1 "]" }' "$WORK/agent.toml" >"$WORK/faulty.toml"
+	kill -TERM "$AGENT_PID"
+	wait "$AGENT_PID"
+	cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
+	cp "$WORK/faulty.toml" "$WORK/agent.toml"
+	start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
+	cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
+}
+
 FIO_COMMON=(--ioengine=psync --bs=16k --verify=crc32c --verify_state_save=0 --randseed=11 --group_reporting --minimal)
 
 if ! start_agent; then
@@ -196,21 +217,7 @@ if [ -z "$fs_block" ] || [ -z "$first_block" ] ||
 	[ $((first_block * fs_block + extent_blocks * fs_block)) -lt $((bad_start + 65536)) ]; then
 	fail "injected read errors are corrected from the mirror" "cannot place them: $(echo "$ext" | head -4 | tr '\n' ' ')"
 else
-	ranges0="" ranges1=""
-	for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
-		r="[$((bad_start + i * 4096)), 4096]"
-		if [ $((i % 2)) -eq 0 ]; then ranges0="$ranges0${ranges0:+, }$r"; else ranges1="$ranges1${ranges1:+, }$r"; fi
-	done
-	awk -v r0="$ranges0" -v r1="$ranges1" '
-		{ print }
-		/^path = .*int-0.img"$/ { print "inject_read_errors = [" r0 "]" }
-		/^path = .*int-1.img"$/ { print "inject_read_errors = [" r1 "]" }' "$WORK/agent.toml" >"$WORK/faulty.toml"
-	kill -TERM "$AGENT_PID"
-	wait "$AGENT_PID"
-	cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
-	cp "$WORK/faulty.toml" "$WORK/agent.toml"
-	start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
-	cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
+	restart_with_read_errors "$bad_start" 16
 	if fio "${FIO_COMMON[@]}" --name=kept --filename="$MNT/kept.fio" --size=16M --rw=randwrite \
 		--verify_only=1 >>"$WORK/fio.log" 2>&1; then
 		pass "fio verifies every block although reads of one copy fail (served from the mirror)"
@@ -266,22 +273,7 @@ if [ -x "$PG_BIN/initdb" ]; then
 	if [ -z "$fs_block" ] || [ -z "$first_block" ] || [ "$((extent_blocks * fs_block))" -lt $((8 * 65536)) ]; then
 		fail "PostgreSQL reads through latent sector errors" "cannot place them: $(echo "$ext" | head -4 | tr '\n' ' ')"
 	else
-		ranges0="" ranges1=""
-		for i in $(seq 0 7); do # 4 per member: below the 20 that fail a member
-			r="[$((bad_start + i * 4096)), 4096]"
-			if [ $((i % 2)) -eq 0 ]; then ranges0="$ranges0${ranges0:+, }$r"; else ranges1="$ranges1${ranges1:+, }$r"; fi
-		done
-		awk -v r0="$ranges0" -v r1="$ranges1" '
-			{ print }
-			/^path = .*int-0.img"$/ { print "inject_read_errors = [" r0 "]" }
-			/^path = .*int-1.img"$/ { print "inject_read_errors = [" r1 "]" }' "$WORK/agent.toml" >"$WORK/faulty.toml"
-		kill -TERM "$AGENT_PID"
-		wait "$AGENT_PID"
-		before=$(grs request '{"op":"volume","volume":"int"}' 2>/dev/null | jq '[.volume.members[].read_errors] | add')
-		cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
-		cp "$WORK/faulty.toml" "$WORK/agent.toml"
-		start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
-		cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
+		restart_with_read_errors "$bad_start" 8 # 4 per member: below the 20 that fail a member
 		chmod 755 "$MNT" # the export sets the root's mode again at each mount
 		pg_ctl_do start
 		got=$(pg_sql "SELECT sum(hashtext(filler) + i) FROM t" 2>"$WORK/pg-read.err")
@@ -292,7 +284,7 @@ if [ -x "$PG_BIN/initdb" ]; then
 			pass "PostgreSQL reads its table through latent sector errors on both members: same rows, no error ($errors corrected)"
 		else
 			fail "PostgreSQL reads its table through latent sector errors" \
-				"want $want got $got, read errors $errors (before restart ${before:-?}): $(cat "$WORK/pg-read.err"; grep -E 'ERROR|invalid page|checksum' "$PGSOCK/pg.log" | head -2)"
+				"want $want got $got, read errors $errors: $(cat "$WORK/pg-read.err"; grep -E 'ERROR|invalid page|checksum' "$PGSOCK/pg.log" | head -2)"
 		fi
 	fi
 else

@@ -15,7 +15,7 @@ use crate::sync::lock;
 
 impl Volume {
     /// Requests beyond the volume are refused before anything is mapped or locked.
-    fn check_range(&self, offset: u64, len: u64) -> Result<(), VolumeError> {
+    pub(super) fn check_range(&self, offset: u64, len: u64) -> Result<(), VolumeError> {
         if offset
             .checked_add(len)
             .is_none_or(|end| end > self.capacity())

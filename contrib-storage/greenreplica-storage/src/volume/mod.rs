@@ -434,17 +434,7 @@ impl Volume {
     /// Record the extents the client will touch next (later layouts act on them).
     pub fn hint(&self, extents: &[(u64, u64)]) -> Result<usize, VolumeError> {
         for &(offset, len) in extents {
-            if offset
-                .checked_add(len)
-                .is_none_or(|end| end > self.capacity())
-            {
-                return Err(LayoutError::OutOfRange {
-                    offset,
-                    len,
-                    size: self.capacity(),
-                }
-                .into());
-            }
+            self.check_range(offset, len)?;
         }
         let mut hints = lock(&self.hints);
         *hints = extents.to_vec();
