@@ -12,6 +12,20 @@ pass() { echo "ok - $1"; PASSED=$((PASSED + 1)); }
 fail() { echo "not ok - $1: $2"; FAILED=$((FAILED + 1)); }
 skip() { echo "ok - $1 # SKIP $2"; SKIPPED=$((SKIPPED + 1)); }
 
+# is FILTER: standard input is a JSON value for which FILTER holds (empty input fails;
+# jq -e alone lets it pass).
+is() {
+	local input
+	input=$(cat)
+	[ -n "$input" ] && printf '%s' "$input" | jq -e "$1" >/dev/null 2>&1
+}
+# prints FILTER COMMAND...: COMMAND prints a JSON value for which FILTER holds.
+prints() {
+	local filter=$1
+	shift
+	"$@" | is "$filter"
+}
+
 # Nothing could be tested: say why, count it as one failure, stop.
 give_up() {
 	echo "not ok - $1"

@@ -193,11 +193,11 @@ check "metrics over the loopback listener" \
 # --- control socket -------------------------------------------------------------------------
 replies=$(printf '%s\n' '{not json' '{"op":"explode"}' '{"op":"wake"}' '[]' '{"op":"status"}' | grs pipe)
 if [ "$(echo "$replies" | wc -l)" -eq 5 ] &&
-	echo "$replies" | sed -n 1p | jq -e '.ok == false and (.error | startswith("malformed"))' >/dev/null &&
-	echo "$replies" | sed -n 2p | jq -e '.ok == false and (.error | startswith("unknown op"))' >/dev/null &&
-	echo "$replies" | sed -n 3p | jq -e '.ok == false and (.error | contains("bad arguments"))' >/dev/null &&
-	echo "$replies" | sed -n 4p | jq -e '.ok == false' >/dev/null &&
-	echo "$replies" | sed -n 5p | jq -e '.ok == true and (.volumes | length) == 2' >/dev/null; then
+	echo "$replies" | sed -n 1p | is '.ok == false and (.error | startswith("malformed"))' &&
+	echo "$replies" | sed -n 2p | is '.ok == false and (.error | startswith("unknown op"))' &&
+	echo "$replies" | sed -n 3p | is '.ok == false and (.error | contains("bad arguments"))' &&
+	echo "$replies" | sed -n 4p | is '.ok == false' &&
+	echo "$replies" | sed -n 5p | is '.ok == true and (.volumes | length) == 2'; then
 	pass "malformed lines, unknown ops and bad arguments get error replies; the connection keeps serving"
 else
 	fail "malformed lines, unknown ops and bad arguments get error replies" "$replies"
@@ -221,7 +221,7 @@ fi
 
 # --- power: cooperative sleep and wake on an emulated drive ---------------------------------
 declined=$(grs request '{"op":"sleep","volume":"hdd","expected_idle_s":1}')
-if echo "$declined" | jq -e '.ok == false and .declined == true and (.reason | contains("break-even"))' >/dev/null; then
+if echo "$declined" | is '.ok == false and .declined == true and (.reason | contains("break-even"))'; then
 	pass "a sleep shorter than the break-even time is declined with the reason"
 else
 	fail "a sleep shorter than the break-even time is declined" "$declined"
@@ -237,13 +237,13 @@ if [ "$state" = standby ]; then pass "an accepted sleep reaches standby"; else f
 wake=$(grs request '{"op":"wake","volume":"hdd"}')
 # A late filesystem write (a journal commit) may reach the drive first and start the spin-up
 # itself: the drive is then "active" serving it, and still not ready for a while.
-if echo "$wake" | jq -e '.ok and (.state == "spinning_up" or .state == "active") and .ready_in_s > 0' >/dev/null; then
+if echo "$wake" | is '.ok and (.state == "spinning_up" or .state == "active") and .ready_in_s > 0'; then
 	pass "wake reports spinning_up and the time until ready"
 else
 	fail "wake reports spinning_up and the time until ready" "$wake"
 fi
 ledger=$(field '{"op":"volume","volume":"hdd"}' /volume/ledger)
-if echo "$ledger" | jq -e '.spin_downs >= 1 and .spin_ups >= 1 and .state_seconds.standby > 0 and .state_joules.spinning_up > 0' >/dev/null; then
+if echo "$ledger" | is '.spin_downs >= 1 and .spin_ups >= 1 and .state_seconds.standby > 0 and .state_joules.spinning_up > 0'; then
 	pass "the ledger books the spin-down, standby and spin-up"
 else
 	fail "the ledger books the spin-down, standby and spin-up" "$ledger"
@@ -276,7 +276,8 @@ else
 	fail "a member failing during writes causes no error for the writer" "$(tail -3 "$WORK/fio.log")"
 fi
 check "the volume reports itself degraded with member 1 failed" \
-	sh -c "'$BIN' --socket '$SOCK' request '{\"op\":\"volume\",\"volume\":\"mirror\"}' | jq -e '.volume.degraded and .volume.members[1].health.health == \"failed\"' >/dev/null"
+	prints '.volume.degraded and .volume.members[1].health.health == "failed"' \
+		grs request '{"op":"volume","volume":"mirror"}'
 grs replace-member mirror 1 >/dev/null
 health=""
 for _ in $(seq 1 240); do
@@ -329,7 +330,7 @@ check "the volume still verifies after kill -9" \
 install -d -o nobody -m 0755 "$WORK/dyn/scratch1"
 created=$(runuser -u nobody -- "$BIN" --socket "$SOCK" request \
 	"{\"op\":\"create_volume\",\"name\":\"scratch1\",\"template\":\"scratch\",\"directory\":\"$WORK/dyn/scratch1\"}" 2>&1)
-if echo "$created" | jq -e '.ok' >/dev/null 2>&1 && runuser -u nobody -- touch "$WORK/dyn/scratch1/hello" &&
+if echo "$created" | is '.ok' && runuser -u nobody -- touch "$WORK/dyn/scratch1/hello" &&
 	[ "$(stat -c %U "$WORK/dyn/scratch1")" = nobody ]; then
 	pass "an unprivileged caller creates a volume mounted and owned by it"
 else
@@ -344,7 +345,7 @@ else
 	fail "create_volume outside the configured directories is refused" "$out"
 fi
 removed=$(runuser -u nobody -- "$BIN" --socket "$SOCK" request '{"op":"remove_volume","name":"scratch1"}' 2>&1)
-if echo "$removed" | jq -e '.ok' >/dev/null 2>&1 && ! findmnt "$WORK/dyn/scratch1" >/dev/null; then
+if echo "$removed" | is '.ok' && ! findmnt "$WORK/dyn/scratch1" >/dev/null; then
 	pass "the caller removes its volume and the mount goes away"
 else
 	fail "the caller removes its volume" "$removed"
@@ -362,7 +363,7 @@ if [ -n "$loopdev" ]; then
 	holder=$!
 	removed=$(runuser -u nobody -- "$BIN" --socket "$SOCK" request '{"op":"remove_volume","name":"scratch2"}' 2>&1)
 	wait "$holder"
-	if echo "$removed" | jq -e '.ok' >/dev/null 2>&1 && ! findmnt "$WORK/dyn/scratch2" >/dev/null &&
+	if echo "$removed" | is '.ok' && ! findmnt "$WORK/dyn/scratch2" >/dev/null &&
 		! losetup -a | grep -qF "$WORK/run/scratch2"; then
 		pass "a volume whose loop device is still held open is removed once it is released"
 	else
@@ -374,7 +375,8 @@ fi
 
 # --- I/O trace recording and replay ---------------------------------------------------------
 check "served I/O is recorded as an MSR trace that replays" \
-	sh -c "'$BIN' replay --trace '$WORK/mirror-trace.csv' --disk 0 --profile test-fast --policy always-on --layout raid10 | jq -e '.requests > 0' >/dev/null"
+	prints '.requests > 0' \
+		"$BIN" replay --trace "$WORK/mirror-trace.csv" --disk 0 --profile test-fast --policy always-on --layout raid10
 
 # --- clean stop: filesystem clean, both copies identical ------------------------------------
 if stop_agent && nothing_left; then

@@ -91,13 +91,6 @@ profile = "test-fast"
 CONF
 
 grs() { "$BIN" --socket "$SOCK" "$@"; }
-# is FILTER: standard input is a JSON value for which FILTER holds (empty input fails;
-# jq -e alone lets it pass).
-is() {
-	local input
-	input=$(cat)
-	[ -n "$input" ] && printf '%s' "$input" | jq -e "$1" >/dev/null 2>&1
-}
 # The reply object only (the CLI repeats a refusal on stderr).
 as_nobody() { runuser -u nobody -- "$BIN" --socket "$SOCK" request "$1" 2>/dev/null; }
 # daemon with nogroup as its primary group: in the socket's group, but not the owner.
