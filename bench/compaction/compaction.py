@@ -41,9 +41,10 @@ energy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
-MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")
+ALL_MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os", "compact_os_gap0")
+MODES = ALL_MODES[:5]  # --modes changes it
 STOCK_MODES = ("stock", "stock_tuned")
-GR_MODE = {"defer": "defer", "compact": "compact", "compact_os": "compact"}
+GR_MODE = {"defer": "defer", "compact": "compact", "compact_os": "compact", "compact_os_gap0": "compact"}
 
 STATUS = ("batches, phase, last_batch_bytes, last_batch_duration_s, last_batch_records, "
           "last_batch_block_refs, last_batch_distinct_blocks, last_batch_reads_needed, "
@@ -202,8 +203,8 @@ greenreplica.window_size = 1TB
 greenreplica.max_apply_delay = 0
 {energy.TUNED_STOCK if mode == "stock_tuned" else ""}
 {"recovery_prefetch = off" if mode == "stock" else ""}
-{"greenreplica.prefetch_method = os_cache" if mode == "compact_os" else ""}
-greenreplica.prefetch_merge_gap = {gap}
+{"greenreplica.prefetch_method = os_cache" if mode.startswith("compact_os") else ""}
+greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
 """)
             as_user(["touch", str(node.data / "standby.signal")])
             node.start()
@@ -223,7 +224,7 @@ greenreplica.prefetch_merge_gap = {gap}
                      "postgres"], capture_output=True)
             lsn = primary.psql("SELECT pg_current_wal_lsn()")
             for node in standbys.values():
-                while node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'") != "t":
+                while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
                     time.sleep(0.5)
             # what the prefix left dirty is written now, not in the measured replay
             for node in standbys.values():
@@ -245,7 +246,7 @@ greenreplica.prefetch_merge_gap = {gap}
         primary.psql("CHECKPOINT")
         lsn = primary.psql("SELECT pg_current_wal_lsn()")
         for node in standbys.values():
-            while node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'") != "t":
+            while retry(lambda: node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'")) != "t":
                 time.sleep(0.2)
         # Hand the batching standbys to the scheduler (it holds replay from here on), then
         # lift the delay everywhere but on the stock standbys, whose lift starts their replay.
@@ -275,7 +276,7 @@ greenreplica.prefetch_merge_gap = {gap}
             if mode in STOCK_MODES:
                 node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
                 node.psql("SELECT pg_reload_conf()")
-                while node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'") != "t":
+                while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
                     time.sleep(0.1)
                 node.psql("CHECKPOINT")
             else:
@@ -347,6 +348,47 @@ greenreplica.prefetch_merge_gap = {gap}
         run(["rm", "-rf", str(work)])
 
 
+def plot(out, png):
+    """R_apl per standby and, for the batching ones, where the batch's time went."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    setup = out["setup"]
+    profiles = list(out["profiles"])
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(MODES)
+    for j, mode in enumerate(MODES):
+        vals = [out["profiles"][pr][mode]["r_apl_bytes_per_s"] / 1e6 for pr in profiles]
+        bars = ax.bar([x + width * j for x in range(len(profiles))], vals, width=width, label=mode)
+        for b, pr in zip(bars, profiles):
+            ratio = out["profiles"][pr]["r_apl_over_stock_tuned"][mode]
+            ax.annotate(f"{b.get_height():.2f}\n×{ratio:.1f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(profiles))])
+    ax.set_xticklabels(profiles)
+    ax.set_ylabel("R_apl (MB of WAL per second, request to flushed)")
+    ax.set_title(f"{setup['window']} window, pgbench scale {setup['scale']}, {setup['record']} s, "
+                 f"shared_buffers {setup['shared_buffers']} (×: over stock_tuned)", fontsize=8)
+    ax.legend(fontsize=7)
+    labels, bottoms = [], []
+    for pr in profiles:
+        for mode in [m for m in MODES if m not in STOCK_MODES]:
+            labels.append(f"{mode}\n{pr.split('-')[0]}")
+            bottoms.append(out["profiles"][pr][mode].get("phases") or {})
+    base = [0.0] * len(labels)
+    for part in ("wake_s", "prefetch_s", "apply_s", "flush_s"):
+        vals = [b.get(part, 0.0) for b in bottoms]
+        bx.bar(range(len(labels)), vals, bottom=base, label=part[:-2])
+        base = [x + v for x, v in zip(base, vals)]
+    bx.set_xticks(range(len(labels)))
+    bx.set_xticklabels(labels, fontsize=7)
+    bx.set_ylabel("seconds of the batch")
+    bx.set_title("where the batch's time went", fontsize=8)
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profiles", default="ultrastar-36z15,deskstar-t7k250")
@@ -357,37 +399,33 @@ def main():
                    help="fresh: right after a checkpoint; mid: after --prefix s of pgbench since one")
     p.add_argument("--prefix", type=int, default=30, help="mid: seconds of pgbench before the window")
     p.add_argument("--bgwriter-lru-maxpages", type=int, default=100)
-    p.add_argument("--read-ahead-kb", type=int, default=None, help="set the volumes' loop devices' readahead")
+    p.add_argument("--read-ahead-kb", type=int, default=128,
+                   help="readahead of every volume's loop device (a reused loop device may keep another)")
     p.add_argument("--out", default="compaction", help="results name under bench/results")
+    p.add_argument("--plot-only", action="store_true", help="only redraw the PNG of an earlier --out")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"standbys to compare, of {', '.join(ALL_MODES)} (compact_os_gap0: os_cache merging "
+                        "adjacent blocks only, to tell the gap merging from the rest)")
     args = p.parse_args()
+    global MODES
+    MODES = tuple(m for m in args.modes.split(",") if m in ALL_MODES)
+    if "stock_tuned" not in MODES or "defer" not in MODES:
+        p.error("--modes must include stock_tuned and defer (the baselines)")
+    res = ROOT / "bench" / "results"
+    if args.plot_only:
+        out = json.loads((res / f"{args.out}.json").read_text())
+        MODES = tuple(m for m in ALL_MODES if m in next(iter(out["profiles"].values())))
+        plot(out, res / f"{args.out}.png")
+        return
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
            "setup": vars(args), "profiles": {}}
     for i, profile in enumerate(args.profiles.split(",")):
         out["profiles"][profile] = run_profile(args, profile, 56300 + 10 * i)
-    res = ROOT / "bench" / "results"
     (res / f"{args.out}.json").write_text(json.dumps(out, indent=2))
     log(f"results: {res / (args.out + '.json')}")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    profiles = list(out["profiles"])
-    width = 0.8 / len(MODES)
-    for j, mode in enumerate(MODES):
-        vals = [out["profiles"][pr][mode]["r_apl_bytes_per_s"] / 1e6 for pr in profiles]
-        bars = ax.bar([x + width * j for x in range(len(profiles))], vals, width=width, label=mode)
-        for b, v in zip(bars, vals):
-            ax.annotate(f"{v:.1f}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(profiles))])
-    ax.set_xticklabels(profiles)
-    ax.set_ylabel("R_apl (MB of WAL per second, wake to flushed)")
-    ax.set_title(f"One recorded {args.window} window replayed by each standby (pgbench scale {args.scale}, "
-                 f"{args.record} s, shared_buffers {args.shared_buffers})", fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(res / f"{args.out}.png", dpi=110)
+    plot(out, res / f"{args.out}.png")
     for pr, r in out["profiles"].items():
         print(pr + ": R_apl over tuned stock " +
               ", ".join(f"{m} {v:.2f}" for m, v in r["r_apl_over_stock_tuned"].items()) +
