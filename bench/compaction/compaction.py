@@ -390,6 +390,7 @@ def plot(out, png):
 
 
 def main():
+    global MODES
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profiles", default="ultrastar-36z15,deskstar-t7k250")
     p.add_argument("--scale", type=int, default=10, help="pgbench scale of the primary")
@@ -407,7 +408,6 @@ def main():
                    help=f"standbys to compare, of {', '.join(ALL_MODES)} (compact_os_gap0: os_cache merging "
                         "adjacent blocks only, to tell the gap merging from the rest)")
     args = p.parse_args()
-    global MODES
     MODES = tuple(m for m in args.modes.split(",") if m in ALL_MODES)
     if "stock_tuned" not in MODES or "defer" not in MODES:
         p.error("--modes must include stock_tuned and defer (the baselines)")
