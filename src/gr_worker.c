@@ -47,6 +47,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/bgwriter.h"
 #include "storage/bufmgr.h"
+#include "access/xlogprefetcher.h"
 #include "postmaster/interrupt.h"
 #include "postmaster/startup.h"
 #include "replication/walreceiver.h"
@@ -1557,6 +1558,18 @@ gr_scheduler_main(Datum main_arg)
 						bgwriter_lru_maxpages),
 				 errdetail("The background writer writes dirty buffers one by one while a batch applies, instead of leaving them to the batch's sorted write-back."),
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
+
+	/*
+	 * issue 14: PostgreSQL's recovery prefetcher reads ahead of APPLY blocks
+	 * whose first change in the window restores a full-page image (it skips
+	 * only the image-carrying reference itself): reads redo never needs,
+	 * which PREFETCH already leaves out.
+	 */
+	if (gr_mode == GR_MODE_COMPACT && recovery_prefetch != RECOVERY_PREFETCH_OFF)
+		ereport(WARNING,
+				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
+				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images."),
+				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
 
 	for (;;)
 	{

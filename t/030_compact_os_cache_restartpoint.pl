@@ -36,12 +36,21 @@ ok( $standby->poll_query_until(
 is($standby->safe_psql('postgres', 'SHOW greenreplica.prefetch_method'),
 	'os_cache', 'PREFETCH reads through the OS page cache');
 
+# Throttled, so that WAL never arrives faster than the default apply-rate
+# estimate (the scheduler would replay continuously, without batches), and
+# then batching is awaited again.
 sub pgbench_transactions
 {
 	my ($n) = @_;
 	$primary->command_ok(
-		[ 'pgbench', '-n', '-t', $n, '-h', $primary->host, '-p', $primary->port, 'postgres' ],
+		[
+			'pgbench', '-n', '-t', $n, '--rate=300', '-h', $primary->host,
+			'-p', $primary->port, 'postgres'
+		],
 		"$n pgbench transactions on the primary");
+	ok( $standby->poll_query_until(
+			'postgres', "SELECT phase = 'sleep' FROM greenreplica_status"),
+		'the standby batches');
 	return;
 }
 
@@ -82,8 +91,14 @@ pgbench_transactions(1000);
 $primary->safe_psql('postgres',
 	'CREATE TABLE after_crash AS SELECT g AS id FROM generate_series(1, 1000) g');
 $primary->wait_for_catchup($standby, 'write', $primary->lsn('insert'));
+ok(!$standby->log_contains(qr/bgwriter_lru_maxpages is/),
+	'no bgwriter warning while bgwriter_lru_maxpages = 0');
 $standby->stop('immediate');
+# restarted with the background writer's default: the scheduler warns
+$standby->append_conf('postgresql.conf', 'bgwriter_lru_maxpages = 100');
 $standby->start;
+ok( $standby->wait_for_log(qr/WARNING:  greenreplica: bgwriter_lru_maxpages is 100 on a batching standby/),
+	'a batching standby whose background writer trickles buffers out is warned about');
 my $primary_fp = table_fingerprints($primary);
 ok( $standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()'),
 	'the crashed standby restarts in recovery');
