@@ -35,6 +35,8 @@ ok( $standby->poll_query_until(
 	'the standby batches');
 is($standby->safe_psql('postgres', 'SHOW greenreplica.prefetch_method'),
 	'os_cache', 'PREFETCH reads through the OS page cache');
+ok($standby->log_contains(qr/WARNING:  greenreplica: recovery_prefetch is on on a compacting standby/),
+	"a compacting standby with PostgreSQL's recovery prefetcher on is warned about");
 
 # Throttled, so that WAL never arrives faster than the default apply-rate
 # estimate (the scheduler would replay continuously, without batches), and
