@@ -41,10 +41,13 @@ energy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
-ALL_MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os", "compact_os_gap0")
-MODES = ALL_MODES[:5]  # --modes changes it
+ALL_MODES = ("stock", "stock_tuned", "defer", "defer_nopf", "compact", "compact_os", "compact_os_gap0",
+             "compact_os_nopf")
+MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")  # --modes changes it
 STOCK_MODES = ("stock", "stock_tuned")
-GR_MODE = {"defer": "defer", "compact": "compact", "compact_os": "compact", "compact_os_gap0": "compact"}
+GR_MODE = {m: ("defer" if m.startswith("defer") else "compact") for m in ALL_MODES if m not in STOCK_MODES}
+# PostgreSQL 15's recovery prefetcher, counted per standby
+PREFETCH_STATS = ("prefetch", "hit", "skip_init", "skip_new", "skip_fpw", "skip_rep")
 
 STATUS = ("batches, phase, last_batch_bytes, last_batch_duration_s, last_batch_records, "
           "last_batch_block_refs, last_batch_distinct_blocks, last_batch_reads_needed, "
@@ -86,7 +89,11 @@ def retry(fn):
 
 
 def totals_of(node, cols):
-    vals = retry(lambda: node.psql(f"SELECT {', '.join(cols)} FROM greenreplica_status")).split("|")
+    return totals_of_view(node, "greenreplica_status", cols)
+
+
+def totals_of_view(node, view, cols):
+    vals = retry(lambda: node.psql(f"SELECT {', '.join(cols)} FROM {view}")).split("|")
     return {c: int(v or 0) for c, v in zip(cols, vals)}
 
 
@@ -202,7 +209,7 @@ greenreplica.rto = 604800s
 greenreplica.window_size = 1TB
 greenreplica.max_apply_delay = 0
 {energy.TUNED_STOCK if mode == "stock_tuned" else ""}
-{"recovery_prefetch = off" if mode == "stock" else ""}
+{"recovery_prefetch = off" if mode == "stock" or mode.endswith("_nopf") else ""}
 {"greenreplica.prefetch_method = os_cache" if mode.startswith("compact_os") else ""}
 greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
 """)
@@ -272,6 +279,7 @@ greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
             io_before = member_io(agent.volumes()[mode])
             loop_before = loop_io(loops[mode]) if loops.get(mode) else None
             proc_before = processes_read_bytes(node)
+            pf_before = totals_of_view(node, "pg_stat_recovery_prefetch", PREFETCH_STATS)
             t0 = time.time()
             if mode in STOCK_MODES:
                 node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
@@ -290,6 +298,7 @@ greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
             io_after = member_io(agent.volumes()[mode])
             loop_after = loop_io(loops[mode]) if loops.get(mode) else None
             proc_read = processes_read_bytes(node) - proc_before
+            pf_after = totals_of_view(node, "pg_stat_recovery_prefetch", PREFETCH_STATS)
             t_after = totals_of(node, totals)
             s = status(node)
             io = {k: io_after[k] - io_before[k] for k in io_after}
@@ -308,6 +317,7 @@ greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
                 "data_volume_read_bytes_per_mb_wal": io["bytes_read"] / wal_mb,
                 "data_volume_write_bytes_per_mb_wal": io["bytes_written"] / wal_mb,
                 "postgres_processes_read_bytes": proc_read,
+                "recovery_prefetcher": {k: pf_after[k] - pf_before[k] for k in PREFETCH_STATS},
             }
             if loop_before:
                 r["loop_device"] = {k: loop_after[k] - loop_before[k] for k in loop_after}
