@@ -42,7 +42,7 @@ spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
 ALL_MODES = ("stock", "stock_tuned", "defer", "defer_nopf", "compact", "compact_os", "compact_os_gap0",
-             "compact_os_nopf")
+             "compact_os_nopf", "compact_os_gap0_nopf")
 MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")  # --modes changes it
 STOCK_MODES = ("stock", "stock_tuned")
 GR_MODE = {m: ("defer" if m.startswith("defer") else "compact") for m in ALL_MODES if m not in STOCK_MODES}
@@ -211,7 +211,7 @@ greenreplica.max_apply_delay = 0
 {energy.TUNED_STOCK if mode == "stock_tuned" else ""}
 {"recovery_prefetch = off" if mode == "stock" or mode.endswith("_nopf") else ""}
 {"greenreplica.prefetch_method = os_cache" if mode.startswith("compact_os") else ""}
-greenreplica.prefetch_merge_gap = {0 if mode == "compact_os_gap0" else gap}
+greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else gap}
 """)
             as_user(["touch", str(node.data / "standby.signal")])
             node.start()
