@@ -379,7 +379,8 @@ def plot(out, png):
     ax.set_ylabel("R_apl (MB of WAL per second, request to flushed)")
     ax.set_title(f"{setup['window']} window, pgbench scale {setup['scale']}, {setup['record']} s, "
                  f"shared_buffers {setup['shared_buffers']} (×: over stock_tuned)", fontsize=8)
-    ax.legend(fontsize=7)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
+    ax.legend(fontsize=7, ncol=3, loc="upper left")
     labels, bottoms = [], []
     for pr in profiles:
         for mode in [m for m in MODES if m not in STOCK_MODES]:
