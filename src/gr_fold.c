@@ -241,3 +241,57 @@ gr_run_figures(const GrBlockKey *sorted, uint64_t n)
 	r.sequential_share = n > 0 ? (double) (n - r.runs) / (double) n : 0.0;
 	return r;
 }
+
+/*
+ * Merge the sorted, distinct blocks of one file into read ranges: the next
+ * block joins the current range when at most max_gap blocks lie between
+ * them (reading through those is cheaper than a seek and a rotation; see
+ * gr_break_even_gap()).  max_gap = 0 merges only adjacent blocks.  Returns
+ * how many ranges were written to out (room for n).
+ */
+uint64_t
+gr_merge_ranges(const GrBlockKey *sorted, uint64_t n, uint32_t max_gap,
+				GrBlockRange *out)
+{
+	uint64_t	count = 0;
+	uint64_t	i;
+
+	for (i = 0; i < n; i++)
+	{
+		uint32_t	b = sorted[i].block;
+
+		if (count > 0)
+		{
+			GrBlockRange *r = &out[count - 1];
+			uint64_t	end = (uint64_t) r->first + r->nblocks;
+
+			if (b >= end && (uint64_t) b - end <= max_gap)
+			{
+				r->nblocks = b - r->first + 1;
+				r->needed++;
+				continue;
+			}
+		}
+		out[count].first = b;
+		out[count].nblocks = 1;
+		out[count].needed = 1;
+		count++;
+	}
+	return count;
+}
+
+/*
+ * The largest gap, in blocks, worth reading through rather than seeking
+ * over: a gap of g blocks costs g block transfers, a reposition costs a seek
+ * plus half a rotation on average.
+ */
+uint32_t
+gr_break_even_gap(double reposition_ms, double block_transfer_ms)
+{
+	double		g;
+
+	if (block_transfer_ms <= 0.0 || reposition_ms <= 0.0)
+		return 0;
+	g = reposition_ms / block_transfer_ms;
+	return g >= (double) UINT32_MAX ? UINT32_MAX : (uint32_t) g;
+}

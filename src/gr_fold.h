@@ -81,6 +81,18 @@ typedef struct GrRunFigures
 									 * run, after its first block */
 } GrRunFigures;
 
+/*
+ * A range of one file read as one request: from "first" for "nblocks"
+ * blocks, of which "needed" are blocks the window reads (the rest are gap
+ * blocks read through because that is cheaper than repositioning).
+ */
+typedef struct GrBlockRange
+{
+	uint32_t	first;
+	uint32_t	nblocks;
+	uint32_t	needed;
+} GrBlockRange;
+
 extern bool gr_fold_init(GrFold *fold, uint32_t initial_capacity,
 						 GrFoldAlloc alloc, GrFoldFree free, void *alloc_arg);
 extern void gr_fold_destroy(GrFold *fold);
@@ -93,5 +105,8 @@ extern int	gr_block_key_cmp(const GrBlockKey *a, const GrBlockKey *b);
 extern bool gr_block_key_follows(const GrBlockKey *prev, const GrBlockKey *next);
 extern uint64_t gr_fold_collect_reads(const GrFold *fold, GrBlockKey *out);
 extern GrRunFigures gr_run_figures(const GrBlockKey *sorted, uint64_t n);
+extern uint64_t gr_merge_ranges(const GrBlockKey *sorted, uint64_t n,
+								uint32_t max_gap, GrBlockRange *out);
+extern uint32_t gr_break_even_gap(double reposition_ms, double block_transfer_ms);
 
 #endif							/* GR_FOLD_H */

@@ -33,11 +33,19 @@ int			gr_max_spin_cycles_per_day = 24;
 int			gr_debug_prefetch_delay_ms = 0;
 int			gr_debug_flush_delay_ms = 0;
 int			gr_max_apply_delay_s = 300;
+int			gr_prefetch_method = GR_PREFETCH_BUFFERS;
+int			gr_prefetch_merge_gap = 32;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
 	{"defer", GR_MODE_DEFER, false},
 	{"compact", GR_MODE_COMPACT, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry gr_prefetch_method_options[] = {
+	{"buffers", GR_PREFETCH_BUFFERS, false},
+	{"os_cache", GR_PREFETCH_OS_CACHE, false},
 	{NULL, 0, false}
 };
 
@@ -156,6 +164,31 @@ gr_define_gucs(void)
 							0, GR_MAX_RTO_S,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("greenreplica.prefetch_method",
+							 "Selects how PREFETCH reads a window's blocks (mode = compact).",
+							 "buffers reads them into shared buffers, run by run, and splits "
+							 "a window whose reads exceed a quarter of shared_buffers; "
+							 "os_cache issues the whole read set at once as ranges merged "
+							 "across gaps, in physical order, into the OS page cache.",
+							 &gr_prefetch_method,
+							 GR_PREFETCH_BUFFERS,
+							 gr_prefetch_method_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.prefetch_merge_gap",
+							"Largest gap between two needed blocks that os_cache reads through.",
+							"Reading through a gap of g blocks costs g block transfers, "
+							"repositioning costs a seek plus half a rotation: set it to "
+							"(seek + half rotation) / block transfer time of the data drive.",
+							&gr_prefetch_merge_gap,
+							32,
+							0, RELSEG_SIZE,
+							PGC_SIGHUP,
+							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
 
 	/*

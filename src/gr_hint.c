@@ -174,3 +174,31 @@ gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
 		i = file_end;
 	}
 }
+
+/*
+ * The volume offset of byte "offset" of an open file, from its extent map;
+ * PG_UINT64_MAX when the filesystem cannot say (not allocated yet, inline,
+ * or no FIEMAP).  Orders PREFETCH's read ranges physically.
+ */
+uint64
+gr_physical_offset(int fd, uint64 offset)
+{
+	union
+	{
+		struct fiemap map;
+		char		space[sizeof(struct fiemap) + sizeof(struct fiemap_extent)];
+	}			u;
+	struct fiemap_extent *e = &u.map.fm_extents[0];
+
+	memset(&u, 0, sizeof(u));
+	u.map.fm_start = offset;
+	u.map.fm_length = BLCKSZ;
+	u.map.fm_extent_count = 1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &u.map) != 0 || u.map.fm_mapped_extents == 0 ||
+		offset < e->fe_logical || offset >= e->fe_logical + e->fe_length ||
+		(e->fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
+						FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_INLINE |
+						FIEMAP_EXTENT_NOT_ALIGNED)) != 0)
+		return PG_UINT64_MAX;
+	return e->fe_physical + (offset - e->fe_logical);
+}

@@ -18,6 +18,19 @@
  * exactly as without compaction.  Nothing here changes what redo does; it
  * only warms the buffer pool.
  *
+ * With greenreplica.prefetch_method = os_cache (issue 14) the window's whole
+ * read set is staged in the OS page cache instead: per segment file the
+ * needed blocks are merged into ranges across gaps of up to
+ * greenreplica.prefetch_merge_gap blocks, the ranges are sorted by their
+ * volume offset (FIEMAP), announced all at once with posix_fadvise(WILLNEED)
+ * (so the kernel has every request in flight), and then read once more with
+ * pread() in the same order, which only waits for the readahead to land.
+ * Redo then finds its pages in the page cache.  Shared buffers are not
+ * touched, so a window is bounded by a share of RAM, not of shared_buffers.
+ * The gap blocks read through are pages redo does not need; they are read
+ * as they are on disk into the page cache only, which changes nothing redo
+ * sees.
+ *
  * Promotion wins: the abort check is polled between runs (and within long
  * ones), and the prefetch stops at once when it says so.
  *
@@ -25,7 +38,11 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/relpath.h"
+#include "storage/fd.h"
 #include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
@@ -114,6 +131,222 @@ gr_prefetch_run(SMgrRelation smgr, ForkNumber fork, const GrBlockKey *blocks,
 	return true;
 }
 
+/* os_cache: one merged read range of one segment file. */
+typedef struct GrOsRange
+{
+	int			file;			/* index into the segment paths */
+	uint64		offset;			/* bytes, within the segment file */
+	uint64		length;
+	uint64		physical;		/* volume offset; PG_UINT64_MAX unknown */
+	uint32		needed;			/* needed blocks in the range */
+} GrOsRange;
+
+/* Physical order; ranges the filesystem cannot place go last, in file order. */
+static int
+gr_os_range_cmp(const void *a, const void *b)
+{
+	const GrOsRange *x = a;
+	const GrOsRange *y = b;
+
+	if (x->physical != y->physical)
+		return x->physical < y->physical ? -1 : 1;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return 0;
+}
+
+/* Bytes read per pread() while waiting for the readahead. */
+#define GR_OS_CACHE_CHUNK		(256 * 1024)
+
+/*
+ * The most blocks a window may need to read with os_cache: a quarter of
+ * physical memory, so that the staged pages are still cached when redo
+ * reaches them.
+ */
+static uint64
+gr_os_cache_max_reads(void)
+{
+	long		pages = sysconf(_SC_PHYS_PAGES);
+	long		page_size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || page_size <= 0)
+		return (uint64) NBuffers / 4;
+	return Max((uint64) pages / 4 * (uint64) page_size / BLCKSZ, (uint64) NBuffers / 4);
+}
+
+/* How many blocks needing a read one window may hold, per read path. */
+uint64
+gr_prefetch_max_reads(void)
+{
+	return gr_prefetch_method == GR_PREFETCH_OS_CACHE ?
+		gr_os_cache_max_reads() : gr_window_max_reads();
+}
+
+/*
+ * Open path (one of the segment files) unless fd already holds it; -1 if it
+ * cannot be opened (dropped meanwhile: redo's business).
+ */
+static int
+gr_os_reopen(int *open_file, int fd, int file, char **paths)
+{
+	if (*open_file == file)
+		return fd;
+	if (fd >= 0)
+		CloseTransientFile(fd);
+	*open_file = file;
+	fd = OpenTransientFile(paths[file], O_RDONLY | PG_BINARY);
+	return fd;
+}
+
+/*
+ * The os_cache read path: plan the merged ranges of every segment file,
+ * sort them physically, announce them all, then wait for them in order.
+ */
+static void
+gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
+					 GrPrefetchResult *result, GrAbortCheck abort_check)
+{
+	GrOsRange  *ranges = palloc(sizeof(GrOsRange) * Max(n, 1));
+	GrBlockRange *merged = palloc(sizeof(GrBlockRange) * Max(n, 1));
+	char	  **paths = palloc(sizeof(char *) * Max(n, 1));
+	char	   *chunk = palloc(GR_OS_CACHE_CHUNK);
+	uint64		nranges = 0;
+	int			nfiles = 0;
+	uint64		i = 0;
+	uint64		r;
+	int			fd = -1;
+	int			open_file = -1;
+
+	/* Plan: the ranges of each segment file, below the fork's current end. */
+	while (i < n)
+	{
+		RelFileNode rnode;
+		ForkNumber	fork = (ForkNumber) blocks[i].fork;
+		SMgrRelation smgr;
+		BlockNumber nblocks;
+		uint64		file_end = i;
+		char	   *path;
+
+		while (file_end < n && gr_same_file(&blocks[i], &blocks[file_end]))
+			file_end++;
+		if (abort_check())
+		{
+			result->aborted = true;
+			break;
+		}
+		rnode.spcNode = blocks[i].spc;
+		rnode.dbNode = blocks[i].db;
+		rnode.relNode = blocks[i].rel;
+		smgr = smgropen(rnode, InvalidBackendId);
+		if (fork < 0 || fork > MAX_FORKNUM || fork == INIT_FORKNUM ||
+			!smgrexists(smgr, fork))
+		{
+			result->blocks_skipped += file_end - i;
+			i = file_end;
+			continue;
+		}
+		nblocks = smgrnblocks(smgr, fork);
+		path = relpathperm(rnode, fork);
+
+		while (i < file_end)
+		{
+			BlockNumber segno = blocks[i].block / RELSEG_SIZE;
+			uint64		seg_end = i;
+			uint64		nmerged;
+			uint64		m;
+			int			segfd;
+
+			if (blocks[i].block >= nblocks)
+			{
+				/* Past the current end: the window extends the file. */
+				result->blocks_skipped += file_end - i;
+				i = file_end;
+				break;
+			}
+			while (seg_end < file_end && blocks[seg_end].block < nblocks &&
+				   blocks[seg_end].block / RELSEG_SIZE == segno)
+				seg_end++;
+
+			paths[nfiles] = segno > 0 ? psprintf("%s.%u", path, segno) : pstrdup(path);
+			segfd = OpenTransientFile(paths[nfiles], O_RDONLY | PG_BINARY);
+			if (segfd < 0)
+			{
+				result->blocks_skipped += seg_end - i;
+				i = seg_end;
+				continue;
+			}
+			nmerged = gr_merge_ranges(&blocks[i], seg_end - i,
+									  (uint32) gr_prefetch_merge_gap, merged);
+			for (m = 0; m < nmerged; m++)
+			{
+				GrOsRange  *o = &ranges[nranges++];
+
+				o->file = nfiles;
+				o->offset = (uint64) (merged[m].first % RELSEG_SIZE) * BLCKSZ;
+				o->length = (uint64) merged[m].nblocks * BLCKSZ;
+				o->needed = merged[m].needed;
+				o->physical = gr_physical_offset(segfd, o->offset);
+			}
+			CloseTransientFile(segfd);
+			nfiles++;
+			i = seg_end;
+		}
+	}
+
+	qsort(ranges, nranges, sizeof(GrOsRange), gr_os_range_cmp);
+
+	/* Announce: every range in flight at once, in physical order. */
+	for (r = 0; r < nranges && !result->aborted; r++)
+	{
+		if (r % GR_PREFETCH_CHECK_EVERY == 0 && abort_check())
+		{
+			result->aborted = true;
+			break;
+		}
+		fd = gr_os_reopen(&open_file, fd, ranges[r].file, paths);
+		if (fd >= 0)
+			(void) posix_fadvise(fd, (off_t) ranges[r].offset,
+								 (off_t) ranges[r].length, POSIX_FADV_WILLNEED);
+	}
+
+	/* Wait: read each range once more, which returns as its pages land. */
+	for (r = 0; r < nranges && !result->aborted; r++)
+	{
+		uint64		done = 0;
+
+		if (abort_check())
+		{
+			result->aborted = true;
+			break;
+		}
+		fd = gr_os_reopen(&open_file, fd, ranges[r].file, paths);
+		if (fd < 0)
+			continue;
+		while (done < ranges[r].length)
+		{
+			ssize_t		got = pg_pread(fd, chunk,
+									   Min(ranges[r].length - done, GR_OS_CACHE_CHUNK),
+									   (off_t) (ranges[r].offset + done));
+
+			/* A short file (truncated meanwhile) or an error: redo will see. */
+			if (got <= 0)
+				break;
+			done += got;
+		}
+		result->ios++;
+		result->bytes += ranges[r].length;
+		result->blocks_read += ranges[r].needed;
+		result->gap_blocks += ranges[r].length / BLCKSZ - ranges[r].needed;
+	}
+	if (fd >= 0)
+		CloseTransientFile(fd);
+	pfree(chunk);
+	pfree(ranges);
+	pfree(merged);
+}
+
 /*
  * Prefetch the window's blocks that need a read.  Runs in the scheduler,
  * with its resource owner for the pins; allocates in the window's context.
@@ -138,6 +371,12 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 	/* The developer delay: once per prefetch, even an empty one. */
 	if (!gr_prefetch_delay(abort_check))
 		result->aborted = true;
+
+	if (gr_prefetch_method == GR_PREFETCH_OS_CACHE && !result->aborted)
+	{
+		gr_prefetch_os_cache(blocks, n, result, abort_check);
+		n = 0;					/* done: skip the buffers path below */
+	}
 
 	i = 0;
 	while (i < n && !result->aborted)
@@ -210,7 +449,8 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 
 	if (result->blocks_read > 0)
 		result->sequential_share =
-			(double) (result->blocks_read - result->ios) / (double) result->blocks_read;
+			(double) (Max(result->blocks_read, result->ios) - result->ios) /
+			(double) result->blocks_read;
 	INSTR_TIME_SET_CURRENT(took);
 	INSTR_TIME_SUBTRACT(took, started);
 	result->seconds = INSTR_TIME_GET_DOUBLE(took);

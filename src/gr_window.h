@@ -63,6 +63,8 @@ typedef struct GrPrefetchResult
 	uint64		ios;			/* merged contiguous reads */
 	uint64		bytes;
 	double		sequential_share;	/* blocks read after the first of a run */
+	uint64		gap_blocks;		/* os_cache: blocks read through between
+								 * needed ones (issue 14) */
 	double		seconds;
 	bool		aborted;
 } GrPrefetchResult;
@@ -77,5 +79,8 @@ extern uint64 gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads)
 extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
 extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 							   GrAbortCheck abort_check);
+/* issue 14: the os_cache read path */
+extern uint64 gr_prefetch_max_reads(void);
+extern uint64 gr_physical_offset(int fd, uint64 offset);
 
 #endif							/* GR_WINDOW_H */

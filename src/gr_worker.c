@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "access/xlogprefetcher.h"
 #include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -49,6 +50,7 @@
 #include "postmaster/interrupt.h"
 #include "postmaster/startup.h"
 #include "replication/walreceiver.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -120,6 +122,8 @@ typedef struct GrBatchCompaction
 	uint64		index_bytes;
 	uint64		hint_extents;	/* volume extents the agent recorded */
 	double		decode_seconds;
+	double		prefetch_seconds;	/* issue 14: R_apl's split */
+	uint64		gap_blocks;		/* os_cache: read through between needed */
 } GrBatchCompaction;
 
 /* The scheduler's private state; what others may see goes to gr_state. */
@@ -702,7 +706,7 @@ gr_decode_window(void)
 	 */
 	gr_set_step("decode");
 	gr_window_decode(w, GetXLogReplayRecPtr(NULL), sched.batch_end,
-					 sched.compacting ? gr_window_max_reads() : PG_UINT64_MAX,
+					 sched.compacting ? gr_prefetch_max_reads() : PG_UINT64_MAX,
 					 gr_work_must_stop);
 	gr_set_step(NULL);
 	f = gr_fold_figures(&w->fold);
@@ -808,6 +812,8 @@ gr_prefetch_and_apply(TimestampTz now)
 	sched.compaction.ios += r.ios;
 	sched.compaction.bytes += r.bytes;
 	sched.compaction.blocks_read += r.blocks_read;
+	sched.compaction.prefetch_seconds += r.seconds;
+	sched.compaction.gap_blocks += r.gap_blocks;
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica prefetch%s: " UINT64_FORMAT " blocks planned, " UINT64_FORMAT " read in " UINT64_FORMAT " I/Os, " UINT64_FORMAT " already cached, " UINT64_FORMAT " skipped, in %.3f s",
 							 r.aborted ? " (aborted)" : "", r.blocks_planned, r.blocks_read,
@@ -965,8 +971,13 @@ gr_flush_batch(TimestampTz now)
 	uint64		bytes = applied_to > sched.apply_from ? applied_to - sched.apply_from : 0;
 	uint64		records = pg_atomic_read_u64(&gr_state->records_replayed) - sched.records_at_apply;
 	int			written;
+	TimestampTz flush_start = GetCurrentTimestamp();
 	TimestampTz done;
 	double		seconds;
+	double		wake_s;
+	double		prefetch_s;
+	double		flush_s;
+	double		apply_s;
 
 	gr_enter(GR_PHASE_FLUSH);
 
@@ -995,7 +1006,18 @@ gr_flush_batch(TimestampTz now)
 		sched.r_apl_measured = true;
 	}
 
+	/* issue 14: where the batch's time went (wake includes the decode) */
+	wake_s = gr_seconds_between(sched.batch_start, sched.apply_start);
+	prefetch_s = sched.compacting ? sched.compaction.prefetch_seconds : 0;
+	flush_s = gr_seconds_between(flush_start, done);
+	apply_s = Max(0, seconds - prefetch_s - flush_s);
+
 	SpinLockAcquire(&gr_state->mutex);
+	gr_state->last_batch_wake_s = wake_s;
+	gr_state->last_batch_prefetch_s = prefetch_s;
+	gr_state->last_batch_apply_s = apply_s;
+	gr_state->last_batch_flush_s = flush_s;
+	gr_state->last_batch_gap_blocks = sched.compacting ? sched.compaction.gap_blocks : 0;
 	gr_state->batches++;
 	gr_state->last_batch_start = sched.batch_start;
 	gr_state->last_batch_duration_s = gr_seconds_between(sched.batch_start, done);
@@ -1035,6 +1057,10 @@ gr_flush_batch(TimestampTz now)
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica batch: " UINT64_FORMAT " bytes, " UINT64_FORMAT " records, %d buffers written in %.3f s",
 							 bytes, records, written, seconds)));
+	/* issue 14: R_apl's split, one line a batch (batches are minutes apart) */
+	ereport(LOG,
+			(errmsg("greenreplica: batch applied " UINT64_FORMAT " bytes of WAL: wake %.3f s, prefetch %.3f s, apply %.3f s, flush %.3f s, %d buffers written",
+					bytes, wake_s, prefetch_s, apply_s, flush_s, written)));
 
 	gr_window_release(&sched.window);
 	gr_replan();
@@ -1521,6 +1547,29 @@ gr_scheduler_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("greenreplica scheduler started in mode \"%s\"",
 					gr_mode_name(gr_mode))));
+
+	/*
+	 * issue 14: a background writer that trickles dirty buffers out during
+	 * APPLY turns FLUSH's sorted burst into scattered writes.
+	 */
+	if (gr_mode != GR_MODE_OFF && bgwriter_lru_maxpages > 0)
+		ereport(WARNING,
+				(errmsg("greenreplica: bgwriter_lru_maxpages is %d on a batching standby",
+						bgwriter_lru_maxpages),
+				 errdetail("The background writer writes dirty buffers one by one while a batch applies, instead of leaving them to the batch's sorted write-back."),
+				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
+
+	/*
+	 * issue 14: PostgreSQL's recovery prefetcher, during APPLY, also reads
+	 * blocks whose first change in the window restores a full-page image
+	 * (reads redo never needs, which PREFETCH leaves out): 86 reads per MB
+	 * of WAL in the fresh-window benchmark, where redo needed 6 in all.
+	 */
+	if (gr_mode == GR_MODE_COMPACT && recovery_prefetch != RECOVERY_PREFETCH_OFF)
+		ereport(WARNING,
+				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
+				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images."),
+				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
 
 	for (;;)
 	{

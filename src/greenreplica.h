@@ -30,6 +30,13 @@ typedef enum GrMode
 	GR_MODE_COMPACT				/* batched replay plus fold/sort/prefetch */
 } GrMode;
 
+/* greenreplica.prefetch_method (issue 14) */
+typedef enum GrPrefetchMethod
+{
+	GR_PREFETCH_BUFFERS,		/* read into shared buffers, run by run */
+	GR_PREFETCH_OS_CACHE		/* whole read set into the OS page cache */
+} GrPrefetchMethod;
+
 /*
  * Where the scheduler is in its cycle.  Keep gr_phase_names[] in gr_shmem.c
  * in step with this list.
@@ -119,6 +126,12 @@ typedef struct GrSharedState
 	double		last_batch_bytes_per_block; /* block set memory per block */
 	uint64		last_batch_hint_extents;	/* volume extents hinted to the
 											 * agent */
+	/* issue 14: where the last batch's time went, and os_cache gap reads */
+	double		last_batch_wake_s;	/* spin-up, overlapping the decode */
+	double		last_batch_prefetch_s;
+	double		last_batch_apply_s;
+	double		last_batch_flush_s;
+	uint64		last_batch_gap_blocks;
 
 	/* compaction totals since the scheduler started */
 	uint64		total_block_refs;
@@ -165,6 +178,8 @@ extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
 extern int	gr_debug_flush_delay_ms;
 extern int	gr_max_apply_delay_s;
+extern int	gr_prefetch_method;	/* issue 14 */
+extern int	gr_prefetch_merge_gap;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);

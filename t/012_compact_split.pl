@@ -20,6 +20,8 @@ init_pgbench($primary, 3);
 my $standby = new_standby(
 	$primary, 'standby', q{
 greenreplica.mode = compact
+# the shared-buffers read path is the one that splits (os_cache is bounded by RAM)
+greenreplica.prefetch_method = buffers
 greenreplica.rto = 30s
 greenreplica.window_size = 16MB
 shared_buffers = 1MB

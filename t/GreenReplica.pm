@@ -57,6 +57,15 @@ sub init_pgbench
 	return;
 }
 
+# GR_TEST_PREFETCH_METHOD=os_cache in the environment runs every standby's
+# PREFETCH through the OS page cache (issue 14), so that the compaction
+# tests cover both read paths.
+sub prefetch_method_conf
+{
+	my $m = $ENV{GR_TEST_PREFETCH_METHOD};
+	return defined $m && $m ne '' ? "greenreplica.prefetch_method = $m\n" : '';
+}
+
 # A streaming standby of $primary, from a fresh base backup, with extra
 # configuration lines in $conf.
 sub new_standby
@@ -66,7 +75,7 @@ sub new_standby
 	$primary->backup($backup);
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init_from_backup($primary, $backup, has_streaming => 1);
-	$node->append_conf('postgresql.conf', $conf // '');
+	$node->append_conf('postgresql.conf', prefetch_method_conf() . ($conf // ''));
 	$node->start;
 	return $node;
 }
@@ -239,7 +248,8 @@ sub new_standby_on_volume
 	chmod(0700, $data);
 	$node->enable_streaming($primary);
 	$node->append_conf('postgresql.conf',
-		"port = " . $node->port . "\nunix_socket_directories = '" . $node->host . "'\n" . ($conf // ''));
+		"port = " . $node->port . "\nunix_socket_directories = '" . $node->host . "'\n"
+		  . prefetch_method_conf() . ($conf // ''));
 	$node->start;
 	return $node;
 }

@@ -1,20 +1,30 @@
 #!/usr/bin/python3
-"""Compaction benchmark: the same recorded window replayed by a tuned stock standby, a `defer`
-and a `compact` standby.
+"""Compaction benchmark: the same recorded window replayed by a stock standby, a tuned stock
+standby, a `defer` and two `compact` standbys (the shared-buffers read path and the os_cache one).
 
-For each drive profile: a primary with pgbench tables in a tablespace; three standbys from base
+For each drive profile: a primary with pgbench tables in a tablespace; five standbys from base
 backups of it, each with its tablespace on its own agent volume (RAID10 of two emulated-hdd
-members, always on), all holding replay (paused by hand) while a pgbench run writes the
-window, which ends with a checkpoint on the primary.  The stock standby is what a DBA would
-pick instead: PostgreSQL 15's recovery prefetcher at full strength (recovery_prefetch = on,
-maintenance_io_concurrency = 256, wal_decode_buffer_size = 64MB), the same shared_buffers.
-Caches are dropped, then each standby replays the whole window, one after the other: the
-stock one by resuming replay and, once caught up, taking the restartpoint (CHECKPOINT: its
-sorted write-back and fsync, which is what FLUSH does in a batch); the others in one forced
-batch.  Reported per standby: R_apl (WAL bytes / batch time, wake
-to end of flush), data-volume reads per MB of WAL and read bytes (agent ledger), the fold
-figures, prefetch I/O and its sequential share, decode throughput.  Writes
-bench/results/compaction.json and compaction.png.  Run as root.
+members, always on).  Replay is held on every standby alike while the window is recorded, with
+recovery_min_apply_delay (replay waits at the window's first commit record); greenreplica's
+scheduler is off meanwhile.  `--window fresh` records the window right after a checkpoint
+(every first change carries a full-page image: little to read); `--window mid` first runs
+pgbench for `--prefix` seconds after a checkpoint, replayed freely by the standbys, and only
+then holds replay and records the window: its pages were changed since the checkpoint, so
+they carry no images and must be read.  The window ends with a checkpoint on the primary.
+
+`stock` is PostgreSQL's replay without prefetch (recovery_prefetch = off); `stock_tuned` is
+what a DBA would pick instead: the recovery prefetcher at full strength (recovery_prefetch =
+on, maintenance_io_concurrency = 256, wal_decode_buffer_size = 64MB).  Every standby has the
+same shared_buffers and bgwriter settings.  Caches are dropped, then each standby replays the
+whole window, one after the other: a stock one by dropping the delay and, once caught up,
+taking the restartpoint (CHECKPOINT: its sorted write-back and fsync, which is what FLUSH does
+in a batch); the others in one forced batch (greenreplica_batch_now(), rto and window_size
+large enough that the scheduler never starts one by itself).  Reported per standby: R_apl (WAL
+bytes / wall time, request to flushed), the batch's wake/prefetch/apply/flush split (from its
+log line), reads and bytes served at three layers: the agent's members (ledger), the loop
+device under ext4 (/sys/block/loopN/stat) and the standby's processes (/proc/PID/io
+read_bytes); the fold figures and prefetch I/O.  Writes bench/results/compaction.json (or
+--out) and a PNG beside it.  Run as root.
 """
 import argparse
 import datetime
@@ -31,7 +41,13 @@ energy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
-MODES = ("stock_tuned", "defer", "compact")
+ALL_MODES = ("stock", "stock_tuned", "defer", "defer_nopf", "compact", "compact_os", "compact_os_gap0",
+             "compact_os_nopf", "compact_os_gap0_nopf")
+MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")  # --modes changes it
+STOCK_MODES = ("stock", "stock_tuned")
+GR_MODE = {m: ("defer" if m.startswith("defer") else "compact") for m in ALL_MODES if m not in STOCK_MODES}
+# PostgreSQL 15's recovery prefetcher, counted per standby
+PREFETCH_STATS = ("prefetch", "hit", "skip_init", "skip_new", "skip_fpw", "skip_rep")
 
 STATUS = ("batches, phase, last_batch_bytes, last_batch_duration_s, last_batch_records, "
           "last_batch_block_refs, last_batch_distinct_blocks, last_batch_reads_needed, "
@@ -73,12 +89,76 @@ def retry(fn):
 
 
 def totals_of(node, cols):
-    vals = retry(lambda: node.psql(f"SELECT {', '.join(cols)} FROM greenreplica_status")).split("|")
+    return totals_of_view(node, "greenreplica_status", cols)
+
+
+def totals_of_view(node, view, cols):
+    vals = retry(lambda: node.psql(f"SELECT {', '.join(cols)} FROM {view}")).split("|")
     return {c: int(v or 0) for c, v in zip(cols, vals)}
 
 
 def member_io(volume):
     return {k: sum(m["ledger"][k] for m in volume["members"]) for k in ("reads", "bytes_read", "writes", "bytes_written")}
+
+
+def profile_gap_blocks(profile):
+    """The break-even gap of the profile's drive in 8 KiB blocks: reading through g blocks
+    costs g block transfers at the media rate, repositioning costs the average seek plus half
+    a rotation (the same formula as gr_break_even_gap() in src/gr_fold.c)."""
+    import tomllib
+    spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
+    reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
+    # media rate of the outer zone when zones are given, else the interface rate
+    zones = spec.get("geometry", {}).get("zones") or []
+    if zones and "sectors_per_track" in zones[0]:
+        media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
+                      * spec["rpm"] / 60 / 1e6)
+    else:
+        media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
+    block_ms = 8192 / (media_mb_s * 1e6) * 1000
+    return int(reposition_ms / block_ms), reposition_ms, media_mb_s
+
+
+def loop_device_of(directory):
+    """The loop device mounted on directory (the volume's ext4), e.g. "loop3"."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if left.split()[4] == str(directory):
+            return Path(right.split()[1]).name
+    return None
+
+
+def loop_io(dev):
+    """Reads, read bytes, writes, written bytes of a block device (/sys/block/DEV/stat)."""
+    f = Path(f"/sys/block/{dev}/stat").read_text().split()
+    return {"reads": int(f[0]), "bytes_read": int(f[2]) * 512, "writes": int(f[4]), "bytes_written": int(f[6]) * 512}
+
+
+def processes_read_bytes(node):
+    """read_bytes of every process of the standby (storage fetches they caused)."""
+    pid = int((node.data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for child in [pid] + [int(c) for c in run(["pgrep", "-P", str(pid)], capture_output=True).stdout.split()]:
+        try:
+            for line in Path(f"/proc/{child}/io").read_text().splitlines():
+                if line.startswith("read_bytes:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def last_batch_split(node):
+    """wake/prefetch/apply/flush seconds from the standby's last batch log line."""
+    import re
+    text = (node.work / f"{node.name}.log").read_text(errors="replace")
+    m = re.findall(r"batch applied (\d+) bytes of WAL: wake ([\d.]+) s, prefetch ([\d.]+) s, "
+                   r"apply ([\d.]+) s, flush ([\d.]+) s, (\d+) buffers written", text)
+    if not m:
+        return None
+    b, w, p, a, f, n = m[-1]
+    return {"wake_s": float(w), "prefetch_s": float(p), "apply_s": float(a), "flush_s": float(f),
+            "buffers_written": int(n)}
 
 
 def run_profile(args, profile, port):
@@ -110,6 +190,8 @@ checkpoint_timeout = 30min
         as_user(["pgbench", "-i", "-q", "-s", str(args.scale), "--tablespace=data", "--index-tablespace=data",
                  "-h", str(work), "-p", str(port), "postgres"], capture_output=True)
         standbys = {}
+        gap, reposition_ms, media_mb_s = profile_gap_blocks(profile)
+        log(f"{profile}: break-even gap {gap} blocks (reposition {reposition_ms:.1f} ms, media {media_mb_s:.0f} MB/s)")
         for i, mode in enumerate(MODES):
             vts = agent.create_volume(mode, "always_on")
             node = Node(work, mode, port + 1 + i)
@@ -121,21 +203,48 @@ port = {node.port}
 primary_conninfo = 'host={work} port={port} application_name={mode}'
 primary_slot_name = '{mode}'
 shared_buffers = {args.shared_buffers}
+bgwriter_lru_maxpages = {args.bgwriter_lru_maxpages}
 greenreplica.mode = off
 greenreplica.rto = 604800s
 greenreplica.window_size = 1TB
+greenreplica.max_apply_delay = 0
 {energy.TUNED_STOCK if mode == "stock_tuned" else ""}
+{"recovery_prefetch = off" if mode == "stock" or mode.endswith("_nopf") else ""}
+{"greenreplica.prefetch_method = os_cache" if mode.startswith("compact_os") else ""}
+greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else gap}
 """)
             as_user(["touch", str(node.data / "standby.signal")])
             node.start()
             nodes.append(node)
             standbys[mode] = node
-            # Hold replay by hand while the window is recorded: in defer or compact mode the
-            # scheduler would replay continuously while pgbench outruns the default R_apl.
-            while node.psql("SELECT phase FROM greenreplica_status") != "off":
-                time.sleep(0.2)
-            node.psql("SELECT pg_wal_replay_pause()")
 
+        def hold_replay():
+            # recovery_min_apply_delay holds every standby alike, at the next commit record
+            for node in standbys.values():
+                node.psql("ALTER SYSTEM SET recovery_min_apply_delay = '1d'")
+                node.psql("SELECT pg_reload_conf()")
+
+        if args.window == "mid":
+            primary.psql("CHECKPOINT")
+            log(f"{profile}: mid-cycle: pgbench for {args.prefix} s after a checkpoint, replayed freely")
+            as_user(["pgbench", "-n", "-T", str(args.prefix), "-c", "2", "-h", str(work), "-p", str(port),
+                     "postgres"], capture_output=True)
+            lsn = primary.psql("SELECT pg_current_wal_lsn()")
+            for node in standbys.values():
+                while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
+                    time.sleep(0.5)
+            # what the prefix left dirty is written now, not in the measured replay
+            for node in standbys.values():
+                node.psql("CHECKPOINT")
+        hold_replay()
+
+        loops = {mode: loop_device_of(agent.work / "volumes" / mode) for mode in MODES}
+        log(f"{profile}: loop devices {loops}; read_ahead_kb "
+            f"{ {m: Path(f'/sys/block/{d}/queue/read_ahead_kb').read_text().strip() for m, d in loops.items() if d} }")
+        if args.read_ahead_kb is not None:
+            for d in loops.values():
+                if d:
+                    Path(f"/sys/block/{d}/queue/read_ahead_kb").write_text(f"{args.read_ahead_kb}\n")
         log(f"{profile}: recording a window: pgbench for {args.record} s")
         as_user(["pgbench", "-n", "-T", str(args.record), "-c", "2", "-h", str(work), "-p", str(port), "postgres"],
                 capture_output=True)
@@ -144,17 +253,19 @@ greenreplica.window_size = 1TB
         primary.psql("CHECKPOINT")
         lsn = primary.psql("SELECT pg_current_wal_lsn()")
         for node in standbys.values():
-            while node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'") != "t":
+            while retry(lambda: node.psql(f"SELECT pg_last_wal_receive_lsn() >= '{lsn}'")) != "t":
                 time.sleep(0.2)
-        # Let the WAL generation rate's average (30 s) decay, then hand replay to the scheduler.
-        time.sleep(90)
+        # Hand the batching standbys to the scheduler (it holds replay from here on), then
+        # lift the delay everywhere but on the stock standbys, whose lift starts their replay.
         for mode, node in standbys.items():
-            if mode == "stock_tuned":
+            if mode in STOCK_MODES:
                 continue
-            node.psql(f"ALTER SYSTEM SET greenreplica.mode = '{mode}'")
+            node.psql(f"ALTER SYSTEM SET greenreplica.mode = '{GR_MODE[mode]}'")
             node.psql("SELECT pg_reload_conf()")
             while node.psql("SELECT phase FROM greenreplica_status") != "sleep":
                 time.sleep(0.2)
+            node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
+            node.psql("SELECT pg_reload_conf()")
 
         results = {}
         totals = ("total_block_refs", "total_distinct_blocks", "total_reads_avoided",
@@ -166,10 +277,14 @@ greenreplica.window_size = 1TB
             wal_bytes = int(node.psql(f"SELECT '{lsn}'::pg_lsn - '{start_lsn}'::pg_lsn"))
             t_before = totals_of(node, totals)
             io_before = member_io(agent.volumes()[mode])
+            loop_before = loop_io(loops[mode]) if loops.get(mode) else None
+            proc_before = processes_read_bytes(node)
+            pf_before = totals_of_view(node, "pg_stat_recovery_prefetch", PREFETCH_STATS)
             t0 = time.time()
-            if mode == "stock_tuned":
-                node.psql("SELECT pg_wal_replay_resume()")
-                while node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'") != "t":
+            if mode in STOCK_MODES:
+                node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
+                node.psql("SELECT pg_reload_conf()")
+                while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
                     time.sleep(0.1)
                 node.psql("CHECKPOINT")
             else:
@@ -181,6 +296,9 @@ greenreplica.window_size = 1TB
                     time.sleep(0.1)
             seconds = time.time() - t0
             io_after = member_io(agent.volumes()[mode])
+            loop_after = loop_io(loops[mode]) if loops.get(mode) else None
+            proc_read = processes_read_bytes(node) - proc_before
+            pf_after = totals_of_view(node, "pg_stat_recovery_prefetch", PREFETCH_STATS)
             t_after = totals_of(node, totals)
             s = status(node)
             io = {k: io_after[k] - io_before[k] for k in io_after}
@@ -196,8 +314,16 @@ greenreplica.window_size = 1TB
                 "data_volume_read_bytes": io["bytes_read"],
                 "data_volume_writes": io["writes"],
                 "data_volume_write_bytes": io["bytes_written"],
+                "data_volume_read_bytes_per_mb_wal": io["bytes_read"] / wal_mb,
+                "data_volume_write_bytes_per_mb_wal": io["bytes_written"] / wal_mb,
+                "postgres_processes_read_bytes": proc_read,
+                "recovery_prefetcher": {k: pf_after[k] - pf_before[k] for k in PREFETCH_STATS},
             }
-            if mode == "compact":
+            if loop_before:
+                r["loop_device"] = {k: loop_after[k] - loop_before[k] for k in loop_after}
+            if mode not in STOCK_MODES:
+                r["phases"] = last_batch_split(node)
+            if mode.startswith("compact"):
                 r.update({
                     "block_refs": d["total_block_refs"],
                     "distinct_blocks": d["total_distinct_blocks"],
@@ -206,6 +332,7 @@ greenreplica.window_size = 1TB
                     "prefetch_ios": d["total_prefetch_ios"],
                     "prefetch_bytes": d["total_prefetch_bytes"],
                     "window_splits": d["window_splits"],
+                    "reads_needed": d["total_distinct_blocks"] - d["total_reads_avoided"],
                     "last_window_sequential_share": s["last_batch_sequential_share"],
                     "decode_mb_per_s": (s["last_batch_bytes"] / 1e6 / s["last_batch_decode_seconds"]
                                         if s["last_batch_decode_seconds"] else None),
@@ -214,9 +341,9 @@ greenreplica.window_size = 1TB
             log(f"{profile} {mode}: {wal_mb:.1f} MB of WAL in {seconds:.1f} s "
                 f"(R_apl {r['r_apl_bytes_per_s'] / 1e6:.2f} MB/s), {io['reads']} data-volume reads")
         rate = {m: results[m]["r_apl_bytes_per_s"] for m in MODES}
-        results["r_apl_ratio"] = rate["compact"] / rate["defer"]
-        results["r_apl_compact_over_stock_tuned"] = rate["compact"] / rate["stock_tuned"]
-        results["r_apl_defer_over_stock_tuned"] = rate["defer"] / rate["stock_tuned"]
+        results["break_even_gap_blocks"] = gap
+        results["r_apl_over_stock_tuned"] = {m: rate[m] / rate["stock_tuned"] for m in MODES}
+        results["r_apl_over_defer"] = {m: rate[m] / rate["defer"] for m in MODES}
         return results
     finally:
         for node in reversed(nodes):
@@ -231,48 +358,90 @@ greenreplica.window_size = 1TB
         run(["rm", "-rf", str(work)])
 
 
+def plot(out, png):
+    """R_apl per standby and, for the batching ones, where the batch's time went."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    setup = out["setup"]
+    profiles = list(out["profiles"])
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(MODES)
+    for j, mode in enumerate(MODES):
+        vals = [out["profiles"][pr][mode]["r_apl_bytes_per_s"] / 1e6 for pr in profiles]
+        bars = ax.bar([x + width * j for x in range(len(profiles))], vals, width=width, label=mode)
+        for b, pr in zip(bars, profiles):
+            ratio = out["profiles"][pr]["r_apl_over_stock_tuned"][mode]
+            ax.annotate(f"{b.get_height():.2f}\n×{ratio:.1f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(profiles))])
+    ax.set_xticklabels(profiles)
+    ax.set_ylabel("R_apl (MB of WAL per second, request to flushed)")
+    ax.set_title(f"{setup['window']} window, pgbench scale {setup['scale']}, {setup['record']} s, "
+                 f"shared_buffers {setup['shared_buffers']} (×: over stock_tuned)", fontsize=8)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
+    ax.legend(fontsize=7, ncol=3, loc="upper left")
+    labels, bottoms = [], []
+    for pr in profiles:
+        for mode in [m for m in MODES if m not in STOCK_MODES]:
+            labels.append(f"{mode}\n{pr.split('-')[0]}")
+            bottoms.append(out["profiles"][pr][mode].get("phases") or {})
+    base = [0.0] * len(labels)
+    for part in ("wake_s", "prefetch_s", "apply_s", "flush_s"):
+        vals = [b.get(part, 0.0) for b in bottoms]
+        bx.bar(range(len(labels)), vals, bottom=base, label=part[:-2])
+        base = [x + v for x, v in zip(base, vals)]
+    bx.set_xticks(range(len(labels)))
+    bx.set_xticklabels(labels, fontsize=7)
+    bx.set_ylabel("seconds of the batch")
+    bx.set_title("where the batch's time went", fontsize=8)
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main():
+    global MODES
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profiles", default="ultrastar-36z15,deskstar-t7k250")
     p.add_argument("--scale", type=int, default=10, help="pgbench scale of the primary")
     p.add_argument("--record", type=int, default=60, help="seconds of pgbench that make the window")
     p.add_argument("--shared-buffers", default="256MB")
+    p.add_argument("--window", choices=("fresh", "mid"), default="fresh",
+                   help="fresh: right after a checkpoint; mid: after --prefix s of pgbench since one")
+    p.add_argument("--prefix", type=int, default=30, help="mid: seconds of pgbench before the window")
+    p.add_argument("--bgwriter-lru-maxpages", type=int, default=100)
+    p.add_argument("--read-ahead-kb", type=int, default=128,
+                   help="readahead of every volume's loop device (a reused loop device may keep another)")
+    p.add_argument("--out", default="compaction", help="results name under bench/results")
+    p.add_argument("--plot-only", action="store_true", help="only redraw the PNG of an earlier --out")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"standbys to compare, of {', '.join(ALL_MODES)} (compact_os_gap0: os_cache merging "
+                        "adjacent blocks only, to tell the gap merging from the rest)")
     args = p.parse_args()
+    MODES = tuple(m for m in args.modes.split(",") if m in ALL_MODES)
+    if "stock_tuned" not in MODES or "defer" not in MODES:
+        p.error("--modes must include stock_tuned and defer (the baselines)")
+    res = ROOT / "bench" / "results"
+    if args.plot_only:
+        out = json.loads((res / f"{args.out}.json").read_text())
+        MODES = tuple(m for m in ALL_MODES if m in next(iter(out["profiles"].values())))
+        plot(out, res / f"{args.out}.png")
+        return
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
            "setup": vars(args), "profiles": {}}
     for i, profile in enumerate(args.profiles.split(",")):
         out["profiles"][profile] = run_profile(args, profile, 56300 + 10 * i)
-    res = ROOT / "bench" / "results"
-    (res / "compaction.json").write_text(json.dumps(out, indent=2))
-    log(f"results: {res / 'compaction.json'}")
+    (res / f"{args.out}.json").write_text(json.dumps(out, indent=2))
+    log(f"results: {res / (args.out + '.json')}")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    profiles = list(out["profiles"])
-    width = 0.8 / len(MODES)
-    for j, mode in enumerate(MODES):
-        vals = [out["profiles"][pr][mode]["r_apl_bytes_per_s"] / 1e6 for pr in profiles]
-        bars = ax.bar([x + width * j for x in range(len(profiles))], vals, width=width, label=mode)
-        for b, v in zip(bars, vals):
-            ax.annotate(f"{v:.1f}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(profiles))])
-    ax.set_xticklabels(profiles)
-    ax.set_ylabel("R_apl (MB of WAL per second, wake to flushed)")
-    ax.set_title(f"One recorded window replayed by tuned stock, defer and compact standbys (pgbench scale {args.scale}, "
-                 f"{args.record} s)", fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(res / "compaction.png", dpi=110)
+    plot(out, res / f"{args.out}.png")
     for pr, r in out["profiles"].items():
-        print(f"{pr}: R_apl compact/defer = {r['r_apl_ratio']:.2f}, compact/tuned stock = "
-              f"{r['r_apl_compact_over_stock_tuned']:.2f}, defer/tuned stock = "
-              f"{r['r_apl_defer_over_stock_tuned']:.2f}; reads per MB of WAL "
-              f"defer {r['defer']['data_volume_reads_per_mb_wal']:.1f}, compact "
-              f"{r['compact']['data_volume_reads_per_mb_wal']:.1f}; decode "
-              f"{r['compact'].get('decode_mb_per_s') or 0:.0f} MB/s")
+        print(pr + ": R_apl over tuned stock " +
+              ", ".join(f"{m} {v:.2f}" for m, v in r["r_apl_over_stock_tuned"].items()) +
+              "; reads per MB of WAL " +
+              ", ".join(f"{m} {r[m]['data_volume_reads_per_mb_wal']:.1f}" for m in MODES))
 
 
 if __name__ == "__main__":

@@ -145,5 +145,36 @@ main(void)
 		expect(r.runs == 0 && r.sequential_share == 0.0, "no blocks, no runs");
 	}
 
+	/* Read ranges: merged across gaps up to max_gap blocks, never across a larger one. */
+	{
+		GrBlockKey	s[6] = {{1, 1, 1, 0, 0}, {1, 1, 1, 0, 1}, {1, 1, 1, 0, 4},
+		{1, 1, 1, 0, 9}, {1, 1, 1, 0, 10}, {1, 1, 1, 0, 30}};
+		GrBlockRange out[6];
+		uint64_t	nr;
+
+		nr = gr_merge_ranges(s, 6, 0, out);
+		expect(nr == 4, "gap 0: only adjacent blocks merge");
+		expect(out[0].first == 0 && out[0].nblocks == 2 && out[0].needed == 2,
+			   "gap 0: first range is blocks 0-1");
+		nr = gr_merge_ranges(s, 6, 4, out);
+		expect(nr == 2, "gap 4: 0-1, 4 and 9-10 merge; 30 stays apart");
+		expect(out[0].first == 0 && out[0].nblocks == 11 && out[0].needed == 5,
+			   "gap 4: one range of 11 blocks holding the 5 needed");
+		expect(out[1].first == 30 && out[1].nblocks == 1 && out[1].needed == 1,
+			   "gap 4: block 30 alone");
+		nr = gr_merge_ranges(s, 6, 3, out);
+		expect(nr == 3 && out[0].nblocks == 5 && out[1].first == 9,
+			   "gap 3: a gap of exactly 3 blocks merges, one of 4 does not");
+		nr = gr_merge_ranges(s, 6, UINT32_MAX, out);
+		expect(nr == 1 && out[0].nblocks == 31 && out[0].needed == 6,
+			   "an unbounded gap gives one range");
+		expect(gr_merge_ranges(s, 0, 8, out) == 0, "no blocks, no ranges");
+	}
+
+	/* Break-even gap: 12.7 ms of reposition over 0.125 ms per block. */
+	expect(gr_break_even_gap(12.7, 0.125) == 101, "break-even gap of a 7200 rpm drive");
+	expect(gr_break_even_gap(12.7, 0.0) == 0, "no transfer time, no gap");
+	expect(gr_break_even_gap(0.0, 0.1) == 0, "no reposition time, no gap");
+
 	return unit_report();
 }
