@@ -70,12 +70,26 @@
 #define GR_WORKER_RESTART_S		5
 
 /*
- * Apply rate assumed before the first batch is measured (bytes/s).  A lower,
- * pessimistic figure is not safe with a bytes/s model: below the WAL
- * generation rate the plan is infeasible, no batch runs, and the rate is
- * never measured (seen with 2 MB/s in t/008).
+ * Apply rate shown before the first batch is measured (bytes/s).  It no
+ * longer plans anything: the plan is by time (gr_plan_by_time).
  */
 #define GR_DEFAULT_R_APL		(16.0 * 1024 * 1024)
+
+/*
+ * CPU replay rate of the time model before one is measured (WAL bytes/s of
+ * replay with every block at hand).  The per-read time starts at
+ * greenreplica.initial_read_time.
+ */
+#define GR_DEFAULT_REPLAY_RATE	(16.0 * 1024 * 1024)
+
+/* A batch with fewer reads says nothing about the per-read time. */
+#define GR_READ_SAMPLE_MIN_READS	32
+
+/* A backlog this large tells the cost per byte of arriving WAL. */
+#define GR_COST_MIN_BYTES		(64 * 1024)
+
+/* Records the backlog count decodes per tick during SLEEP. */
+#define GR_BACKLOG_RECORDS_PER_TICK	50000
 
 /* Time constant of the WAL generation rate's moving average (s). */
 #define GR_R_GEN_TAU_S			30.0
@@ -168,10 +182,31 @@ typedef struct GrScheduler
 	/* when the received WAL arrived (greenreplica.max_apply_delay) */
 	GrArrivals	arrivals;
 
+	/* the time model (gr_plan.h) and the backlog it prices */
+	GrApplyModel model;
+	bool		read_measured;	/* model.read_s measured in LSN order */
+	bool		replay_measured;	/* model.replay_rate measured */
+	double		read_s_sorted;	/* compact PREFETCH, per block; < 0 unknown */
+	double		reads_per_byte; /* of the last backlog large enough; < 0
+								 * unknown */
+	GrBacklog	backlog;
+	double		backlog_reads;	/* estimated reads of all unapplied WAL */
+
 	/* plan */
-	GrPlan		plan;
-	double		trigger_bytes;
+	GrTimePlan	plan;
 	bool		infeasible_logged;
+
+	/* the batch's own estimate, and what its work took */
+	double		batch_reads;
+	double		batch_estimate_s;
+	uint64		batch_bytes;
+	TimestampTz apply_phase_at; /* replay released for this window */
+	double		apply_phase_s;	/* summed over the batch's windows */
+	double		prefetch_s;
+	uint64		prefetch_blocks;
+
+	/* the estimate when the promotion was requested */
+	double		promote_estimate_s;
 
 	/* promotion */
 	TimestampTz promote_seen_at;
@@ -442,19 +477,71 @@ gr_sample_rates(TimestampTz now)
 	sched.last_received = received;
 }
 
-/* Plan from the current rates; the trigger leaves room for the spin-up. */
+/*
+ * The per-read time the RTO estimate charges: until measured in the order a
+ * promotion reads, greenreplica.initial_read_time (it may be lowered by the
+ * operator between batches; a measurement replaces it).
+ */
+static double
+gr_read_s(void)
+{
+	return sched.read_measured ? sched.model.read_s : gr_initial_read_time_ms / 1000.0;
+}
+
+static GrApplyModel
+gr_model(void)
+{
+	GrApplyModel m = sched.model;
+
+	m.read_s = gr_read_s();
+	return m;
+}
+
+/*
+ * The reads of all unapplied WAL: counted where the backlog was decoded
+ * (replay paused at its start), the rest at the last known reads per byte.
+ */
+static double
+gr_estimate_reads(uint64 unapplied)
+{
+	GrBacklog  *b = &sched.backlog;
+	double		decoded = 0;
+	double		reads = 0;
+
+	if (b->valid && b->start == GetXLogReplayRecPtr(NULL) && b->decoded_to > b->start)
+	{
+		decoded = (double) (b->decoded_to - b->start);
+		reads = (double) b->reads;
+		if (decoded >= GR_COST_MIN_BYTES)
+			sched.reads_per_byte = reads / decoded;
+	}
+	if (decoded > (double) unapplied)
+		reads *= (double) unapplied / decoded;
+	else if (sched.reads_per_byte > 0)
+		reads += ((double) unapplied - decoded) * sched.reads_per_byte;
+	return reads;
+}
+
+/*
+ * Plan by time: a batch is due when the backlog's estimated apply time, plus
+ * what arrives while the volume spins up, reaches rto - margin - spin-up.
+ */
 static void
 gr_replan(void)
 {
-	double		r_gen = Max(sched.r_gen, 0);
-	double		rto = gr_rto_s - gr_rto_margin_s();
+	uint64		unapplied = gr_unapplied_bytes();
+	GrApplyModel m = gr_model();
+	double		cost_per_byte = 1.0 / m.replay_rate;
 
-	sched.plan = gr_plan_batches(r_gen, sched.r_apl, rto, sched.volume.spin_up_s,
-								 (double) gr_window_size_mb * 1024 * 1024);
-	sched.trigger_bytes = sched.plan.max_unapplied_bytes -
-		r_gen * (sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0);
-	if (sched.trigger_bytes < 0)
-		sched.trigger_bytes = 0;
+	sched.backlog_reads = gr_estimate_reads(unapplied);
+	if (sched.reads_per_byte > 0)
+		cost_per_byte += sched.reads_per_byte * m.read_s;
+	sched.plan = gr_plan_by_time(&m, sched.backlog_reads, (double) unapplied,
+								 Max(sched.r_gen, 0), cost_per_byte,
+								 gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s,
+								 sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0,
+								 (double) gr_window_size_mb * 1024 * 1024,
+								 sched.read_measured || sched.replay_measured);
 }
 
 static double
@@ -470,8 +557,7 @@ static void
 gr_publish(TimestampTz now)
 {
 	uint64		unapplied = gr_unapplied_bytes();
-	double		estimate = gr_plan_rto_estimate((double) unapplied, sched.r_apl,
-												gr_spin_up_remaining(now));
+	double		estimate = gr_spin_up_remaining(now);
 	TimestampTz next_batch = 0;
 	double		oldest_age = gr_oldest_unapplied_age(now);
 	GrWalSource src;
@@ -479,9 +565,11 @@ gr_publish(TimestampTz now)
 	gr_read_wal_source(&src);
 
 	/*
-	 * During a promotion the planning rate says little (cold reads may run
-	 * 100 times slower): estimate the rest from the rate replay has actually
-	 * had since the request.
+	 * The time to apply what is unapplied: from the time model while the
+	 * backlog is counted (SLEEP), in proportion to the batch's own estimate
+	 * while a batch works on it, and during a promotion from the progress
+	 * replay has actually made since the request (the model's figure until
+	 * a second of it is seen).
 	 */
 	if (sched.phase == GR_PHASE_PROMOTING && sched.promote_seen_at != 0)
 	{
@@ -491,11 +579,25 @@ gr_publish(TimestampTz now)
 		if (elapsed >= 1.0 && replayed > sched.promote_replayed)
 			estimate = (double) unapplied /
 				((double) (replayed - sched.promote_replayed) / elapsed);
+		else
+			estimate = Max(0, sched.promote_estimate_s - elapsed);
 	}
+	else if ((sched.phase == GR_PHASE_WAKE || sched.phase == GR_PHASE_PREFETCH ||
+			  sched.phase == GR_PHASE_APPLY || sched.phase == GR_PHASE_FLUSH) &&
+			 sched.batch_bytes > 0)
+	{
+		double		in_batch = Min((double) unapplied, (double) sched.batch_bytes);
+		double		beyond = (double) unapplied - in_batch;
+		GrApplyModel m = gr_model();
 
-	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
-		next_batch = gr_after_seconds(now,
-									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
+		estimate += sched.batch_estimate_s * in_batch / (double) sched.batch_bytes +
+			gr_plan_apply_seconds(&m, beyond * Max(sched.reads_per_byte, 0), beyond);
+	}
+	else
+		estimate += sched.plan.apply_s;
+
+	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible)
+		next_batch = gr_after_seconds(now, sched.plan.until_due_s);
 	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0)
 	{
 		TimestampTz by_delay = gr_after_seconds(now,
@@ -512,7 +614,9 @@ gr_publish(TimestampTz now)
 	gr_state->unapplied_bytes = unapplied;
 	gr_state->rto_budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s;
 	gr_state->rto_estimate_s = estimate;
-	gr_state->max_unapplied_bytes = (uint64) Max(0, sched.plan.max_unapplied_bytes);
+	gr_state->max_unapplied_bytes = isfinite(sched.plan.max_unapplied_bytes) ?
+		(uint64) Max(0, sched.plan.max_unapplied_bytes) :
+		(uint64) gr_window_size_mb * 1024 * 1024;
 	gr_state->feasible = sched.plan.feasible;
 	gr_state->next_batch_at = next_batch;
 	gr_state->spin_cycles_today = gr_spin_cycles_last_day(now);
@@ -581,6 +685,8 @@ gr_begin_promotion(TimestampTz now)
 
 	sched.promote_seen_at = now;
 	sched.promote_replayed = GetXLogReplayRecPtr(NULL);
+	gr_replan();
+	sched.promote_estimate_s = gr_spin_up_remaining(now) + sched.plan.apply_s;
 	gr_replay_freely(GR_PHASE_PROMOTING);
 	if (sched.agent_state == GR_AGENT_CONNECTED)
 	{
@@ -594,7 +700,12 @@ gr_begin_promotion(TimestampTz now)
 	gr_set_note("promotion requested: replaying the remaining WAL");
 	ereport(LOG,
 			(errmsg("greenreplica: promotion requested with " UINT64_FORMAT " bytes of WAL unapplied; replaying at once",
-					unapplied)));
+					unapplied),
+			 errdetail("Estimated %.1f s: about %.0f block reads at %.1f ms%s, the WAL at %.1f MB/s%s, and the volume's spin-up.",
+					   sched.promote_estimate_s, sched.backlog_reads, gr_read_s() * 1000.0,
+					   sched.read_measured ? " (measured)" : " (assumed)",
+					   sched.model.replay_rate / (1024 * 1024),
+					   sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
 static void
@@ -665,6 +776,7 @@ gr_start_apply(TimestampTz now, XLogRecPtr to)
 
 	gr_begin_work(now);
 	sched.apply_to = to;
+	sched.apply_phase_at = now;
 	gr_enter(GR_PHASE_APPLY);
 
 	/* The stop's pause, when it fires, is the scheduler's. */
@@ -808,6 +920,8 @@ gr_prefetch_and_apply(TimestampTz now)
 	sched.compaction.ios += r.ios;
 	sched.compaction.bytes += r.bytes;
 	sched.compaction.blocks_read += r.blocks_read;
+	sched.prefetch_s += r.seconds;
+	sched.prefetch_blocks += r.blocks_read;
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica prefetch%s: " UINT64_FORMAT " blocks planned, " UINT64_FORMAT " read in " UINT64_FORMAT " I/Os, " UINT64_FORMAT " already cached, " UINT64_FORMAT " skipped, in %.3f s",
 							 r.aborted ? " (aborted)" : "", r.blocks_planned, r.blocks_read,
@@ -857,6 +971,26 @@ gr_start_batch(TimestampTz now, bool compact)
 	sched.work_started = false;
 	sched.compacting = compact && gr_mode == GR_MODE_COMPACT;
 	memset(&sched.compaction, 0, sizeof(sched.compaction));
+
+	/*
+	 * The batch's estimate: the backlog counted to its end (replay is held
+	 * at its start unless the operator resumed it), for the status and for
+	 * measuring the model when the batch is done.
+	 */
+	if (compact && sched.phase == GR_PHASE_SLEEP)
+		gr_backlog_advance(&sched.backlog, PG_UINT64_MAX);
+	sched.batch_bytes = sched.batch_end > GetXLogReplayRecPtr(NULL) ?
+		sched.batch_end - GetXLogReplayRecPtr(NULL) : 0;
+	sched.batch_reads = gr_estimate_reads(sched.batch_bytes);
+	{
+		GrApplyModel m = gr_model();
+
+		sched.batch_estimate_s = gr_plan_apply_seconds(&m, sched.batch_reads,
+													   (double) sched.batch_bytes);
+	}
+	sched.apply_phase_s = 0;
+	sched.prefetch_s = 0;
+	sched.prefetch_blocks = 0;
 
 	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
 	{
@@ -917,15 +1051,14 @@ gr_put_volume_to_sleep(TimestampTz now)
 		return;
 	}
 
-	idle_s = (sched.r_gen > 0) ?
-		Max(0, sched.trigger_bytes - (double) gr_unapplied_bytes()) / sched.r_gen :
-		(double) GR_DAY_S;
+	idle_s = isfinite(sched.plan.until_due_s) ?
+		Min(sched.plan.until_due_s, (double) GR_DAY_S) : (double) GR_DAY_S;
 	/* WAL arriving at once is applied within the staleness bound at the latest */
 	if (gr_max_apply_delay_s > 0)
 		idle_s = Min(idle_s, Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
 	if (idle_s < sched.volume.break_even_s)
 	{
-		gr_set_note("volume kept spinning: expected idle %.1f s is below the break-even time %.1f s",
+		gr_set_note("volume kept spinning: expected idle %.2f s is below the break-even time %.2f s",
 					idle_s, sched.volume.break_even_s);
 		return;
 	}
@@ -955,6 +1088,69 @@ gr_put_volume_to_sleep(TimestampTz now)
 	}
 	else
 		gr_agent_failed("sleep", err);
+}
+
+/*
+ * Measure the time model from the batch just applied.  With compaction every
+ * block was read ahead, sorted: APPLY is replay's CPU work, and PREFETCH
+ * gives the per-read time of sorted reads, which is shown but never charged
+ * to the RTO (a promotion reads in LSN order).  Without compaction APPLY
+ * read the blocks itself, in LSN order as a promotion does: what the CPU
+ * work does not explain is the per-read time.
+ */
+static void
+gr_learn_model(uint64 bytes)
+{
+	double		apply_s = sched.apply_phase_s;
+
+	if (!(apply_s > 0))
+		return;
+	if (sched.compacting)
+	{
+		if (sched.prefetch_blocks >= GR_READ_SAMPLE_MIN_READS && sched.prefetch_s > 0)
+		{
+			double		sample = sched.prefetch_s / (double) sched.prefetch_blocks;
+
+			sched.read_s_sorted = sched.read_s_sorted < 0 ? sample :
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.read_s_sorted;
+		}
+		if (bytes >= GR_R_APL_MIN_BYTES)
+		{
+			double		sample = (double) bytes / apply_s;
+
+			sched.model.replay_rate = sched.replay_measured ?
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.model.replay_rate : sample;
+			sched.replay_measured = true;
+		}
+	}
+	else
+	{
+		double		sample = gr_plan_read_sample(apply_s, sched.batch_reads, (double) bytes,
+												 sched.replay_measured ? sched.model.replay_rate : 0,
+												 GR_READ_SAMPLE_MIN_READS);
+
+		if (sample > 0)
+		{
+			sched.model.read_s = sched.read_measured ?
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.model.read_s : sample;
+			sched.read_measured = true;
+		}
+		else if (sched.batch_reads < GR_READ_SAMPLE_MIN_READS && bytes >= GR_R_APL_MIN_BYTES)
+		{
+			double		rate = (double) bytes / apply_s;
+
+			sched.model.replay_rate = sched.replay_measured ?
+				GR_R_APL_WEIGHT * rate + (1 - GR_R_APL_WEIGHT) * sched.model.replay_rate : rate;
+			sched.replay_measured = true;
+		}
+	}
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica time model: %.0f reads and " UINT64_FORMAT " bytes applied in %.3f s (estimated %.3f s); read %.2f ms%s, sorted read %.2f ms, replay %.1f MB/s%s",
+							 sched.batch_reads, bytes, apply_s, sched.batch_estimate_s,
+							 gr_read_s() * 1000.0, sched.read_measured ? " (measured)" : " (assumed)",
+							 sched.read_s_sorted * 1000.0,
+							 sched.model.replay_rate / (1024 * 1024),
+							 sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
 static void
@@ -994,6 +1190,7 @@ gr_flush_batch(TimestampTz now)
 			GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.r_apl : sample;
 		sched.r_apl_measured = true;
 	}
+	gr_learn_model(bytes);
 
 	SpinLockAcquire(&gr_state->mutex);
 	gr_state->batches++;
@@ -1276,7 +1473,7 @@ gr_operator_cycle_done(TimestampTz now, bool batch_requested)
 
 	return batch_requested ||
 		(double) (received > sched.resumed_at_lsn ? received - sched.resumed_at_lsn : 0) >=
-		sched.trigger_bytes ||
+		sched.plan.max_unapplied_bytes ||
 		(gr_max_apply_delay_s > 0 &&
 		 gr_seconds_between(sched.resumed_at, now) >= (double) gr_max_apply_delay_s);
 }
@@ -1329,6 +1526,8 @@ gr_step(TimestampTz now)
 	}
 
 	gr_refresh_agent(now, false);
+	if (sched.phase == GR_PHASE_SLEEP)
+		gr_backlog_advance(&sched.backlog, GR_BACKLOG_RECORDS_PER_TICK);
 	gr_replan();
 
 	switch (sched.phase)
@@ -1368,9 +1567,13 @@ gr_step(TimestampTz now)
 					ereport(WARNING,
 							(errmsg("greenreplica cannot meet greenreplica.rto: %s; replaying continuously",
 									gr_plan_verdict_message(sched.plan.verdict)),
-							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s, apply rate %.0f bytes/s.",
+							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s; applying a second of it takes an estimated %.2f s (%.5f reads per byte at %.2f ms%s, replay %.1f MB/s%s).",
 									   gr_rto_s, sched.volume.spin_up_s,
-									   Max(sched.r_gen, 0), sched.r_apl),
+									   Max(sched.r_gen, 0), sched.plan.load,
+									   Max(sched.reads_per_byte, 0), gr_read_s() * 1000.0,
+									   sched.read_measured ? " measured" : " assumed",
+									   sched.model.replay_rate / (1024 * 1024),
+									   sched.replay_measured ? " measured" : " assumed"),
 							 errhint("Raise greenreplica.rto above the volume's spin-up time, or give the standby faster storage or more shared_buffers; until then the standby replays as stock PostgreSQL and saves no energy.")));
 				sched.infeasible_logged = true;
 			}
@@ -1412,8 +1615,7 @@ gr_step(TimestampTz now)
 			 */
 			if (gr_unapplied_bytes() == 0)
 				break;
-			if (batch_requested ||
-				(double) gr_unapplied_bytes() >= sched.trigger_bytes)
+			if (batch_requested || sched.plan.due)
 				gr_start_batch(now, true);
 			else if (gr_apply_delay_reached(now))
 			{
@@ -1444,6 +1646,7 @@ gr_step(TimestampTz now)
 				pg_usleep(200L);
 			if (GetXLogReplayRecPtr(NULL) < sched.apply_to)
 				break;
+			sched.apply_phase_s += gr_seconds_between(sched.apply_phase_at, now);
 			if (sched.compacting && sched.window.split &&
 				sched.apply_to < sched.batch_end)
 			{
@@ -1492,6 +1695,10 @@ gr_scheduler_main(Datum main_arg)
 	sched.phase = GR_PHASE_INACTIVE;
 	sched.r_gen = -1;
 	sched.r_apl = GR_DEFAULT_R_APL;
+	sched.model.read_s = gr_initial_read_time_ms / 1000.0;
+	sched.model.replay_rate = GR_DEFAULT_REPLAY_RATE;
+	sched.read_s_sorted = -1;
+	sched.reads_per_byte = -1;
 	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	gr_remember_source_settings();
 	SpinLockAcquire(&gr_state->mutex);
@@ -1510,6 +1717,7 @@ gr_scheduler_main(Datum main_arg)
 		SpinLockRelease(&gr_state->mutex);
 	}
 	gr_window_init(&sched.window, TopMemoryContext);
+	gr_backlog_init(&sched.backlog, TopMemoryContext);
 
 	before_shmem_exit(gr_worker_detach, (Datum) 0);
 

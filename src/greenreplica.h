@@ -165,6 +165,7 @@ extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
 extern int	gr_debug_flush_delay_ms;
 extern int	gr_max_apply_delay_s;
+extern int	gr_initial_read_time_ms;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);
