@@ -201,6 +201,7 @@ typedef struct GrScheduler
 	double		batch_estimate_s;
 	uint64		batch_bytes;
 	TimestampTz apply_phase_at; /* replay released for this window */
+	XLogRecPtr	apply_window_from;	/* replay position then */
 	double		apply_phase_s;	/* summed over the batch's windows */
 	double		prefetch_s;
 	uint64		prefetch_blocks;
@@ -452,16 +453,25 @@ gr_refresh_agent(TimestampTz now, bool force)
 		gr_agent_failed("volume lookup", err);
 }
 
-/* Sample the WAL generation rate from what the walreceiver flushed. */
+/*
+ * Sample the WAL generation rate from the sender's WAL end, as its messages
+ * report it: what the walreceiver flushes grows faster than the primary
+ * writes while it catches up (after a restart, a disconnection, or a
+ * standby started behind), which is no generation rate.
+ */
 static void
 gr_sample_rates(TimestampTz now)
 {
-	XLogRecPtr	received = gr_received_lsn();
+	GrWalSource src;
+	XLogRecPtr	received;
 	double		dt;
+
+	gr_read_wal_source(&src);
+	received = src.state == WALRCV_STREAMING ? src.latest_end : InvalidXLogRecPtr;
 
 	/* (Re)start sampling when streaming (re)starts. */
 	if (sched.last_sample_at == 0 || XLogRecPtrIsInvalid(sched.last_received) ||
-		received < sched.last_received)
+		XLogRecPtrIsInvalid(received) || received < sched.last_received)
 	{
 		sched.last_sample_at = now;
 		sched.last_received = received;
@@ -646,6 +656,19 @@ gr_publish(TimestampTz now)
 	strlcpy(gr_state->wal_receiver, gr_walrcv_state_name(src.state), GR_STATE_LEN);
 	gr_state->spin_up_s = sched.volume.spin_up_s;
 	gr_state->break_even_s = sched.volume.break_even_s;
+	gr_state->unapplied_reads = sched.backlog_reads;
+	gr_state->read_time_s = gr_read_s();
+	gr_state->read_time_measured = sched.read_measured;
+	gr_state->replay_rate = sched.model.replay_rate;
+	if (sched.phase == GR_PHASE_APPLY && sched.apply_to > sched.apply_window_from)
+	{
+		XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+		/* APPLY's progress: WAL bytes of the window replayed */
+		gr_state->step_done = replayed > sched.apply_window_from ?
+			(double) Min(replayed, sched.apply_to) - sched.apply_window_from : 0;
+		gr_state->step_total = (double) (sched.apply_to - sched.apply_window_from);
+	}
 	SpinLockRelease(&gr_state->mutex);
 }
 
@@ -777,7 +800,9 @@ gr_start_apply(TimestampTz now, XLogRecPtr to)
 	gr_begin_work(now);
 	sched.apply_to = to;
 	sched.apply_phase_at = now;
+	sched.apply_window_from = replayed;
 	gr_enter(GR_PHASE_APPLY);
+	gr_set_step("apply");
 
 	/* The stop's pause, when it fires, is the scheduler's. */
 	sched.pause_owned = true;
@@ -915,6 +940,7 @@ gr_prefetch_and_apply(TimestampTz now)
 	gr_hint_window();
 	gr_enter(GR_PHASE_PREFETCH);
 	gr_set_step("prefetch");
+	gr_set_step_progress(-1, (double) sched.window.fold.reads_needed);
 	gr_prefetch_window(&sched.window, &r, gr_work_must_stop);
 	gr_set_step(NULL);
 	sched.compaction.ios += r.ios;
@@ -1032,6 +1058,7 @@ static void
 gr_put_volume_to_sleep(TimestampTz now)
 {
 	double		idle_s;
+	double		worst_s;
 	int			cycles = gr_spin_cycles_last_day(now);
 	bool		declined;
 	char		err[GR_MESSAGE_LEN];
@@ -1060,6 +1087,22 @@ gr_put_volume_to_sleep(TimestampTz now)
 	{
 		gr_set_note("volume kept spinning: expected idle %.2f s is below the break-even time %.2f s",
 					idle_s, sched.volume.break_even_s);
+		return;
+	}
+
+	/*
+	 * A drive cannot cut a spin-down short: a promotion requested while the
+	 * volume spins down waits for the spin-down, then the spin-up.  Sleep
+	 * only when that, with what arrives meanwhile, still fits the RTO.
+	 */
+	worst_s = sched.volume.spin_down_s + sched.volume.spin_up_s + sched.plan.apply_s +
+		sched.plan.load * sched.volume.spin_down_s;
+	if (worst_s > gr_rto_s - gr_rto_margin_s())
+	{
+		gr_set_note("volume kept spinning: a promotion during its spin-down would take %.1f s (spin-down %.1f s, spin-up %.1f s, apply %.1f s), more than greenreplica.rto less its margin (%.1f s)",
+					worst_s, sched.volume.spin_down_s, sched.volume.spin_up_s,
+					sched.plan.apply_s + sched.plan.load * sched.volume.spin_down_s,
+					gr_rto_s - gr_rto_margin_s());
 		return;
 	}
 	if (cycles >= gr_max_spin_cycles_per_day)

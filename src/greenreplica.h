@@ -150,6 +150,16 @@ typedef struct GrSharedState
 	/* what touched the data volume since it was put to sleep; < 0 unknown */
 	double		sleep_volume_ios;
 	double		sleep_volume_spin_ups;
+
+	/* the time model of the backlog (gr_plan.h) */
+	double		unapplied_reads;	/* block reads of the unapplied WAL */
+	double		read_time_s;	/* per read, as a promotion reads */
+	bool		read_time_measured;
+	double		replay_rate;	/* WAL bytes/s of replay's CPU work */
+
+	/* progress of the step under way, in its own unit; < 0 unknown */
+	double		step_done;
+	double		step_total;
 } GrSharedState;
 
 /* Entry point (greenreplica.c) */
@@ -179,6 +189,7 @@ extern const char *gr_agent_state_name(GrAgentState state);
 extern void gr_set_phase(GrPhase phase);
 extern void gr_set_note(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void gr_set_step(const char *step);
+extern void gr_set_step_progress(double done, double total);
 
 /* Operator pause and resume (gr_pause.c) */
 extern void gr_install_pause_hooks(void);
