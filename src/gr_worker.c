@@ -155,6 +155,7 @@ typedef struct GrScheduler
 	TimestampTz volume_state_at;	/* when sched.volume.state was reported */
 	GrVolumeInfo volume;
 	bool		volume_asleep;	/* we asked it to sleep and it agreed */
+	TimestampTz asleep_at;		/* when it agreed */
 	double		asleep_ios;		/* the agent's ledger when it agreed */
 	double		asleep_spin_ups;
 	TimestampTz volume_ready_at;	/* during WAKE */
@@ -533,25 +534,50 @@ gr_estimate_reads(uint64 unapplied)
 }
 
 /*
+ * What waking the volume costs now: its spin-up, and while it still spins
+ * down after a sleep request the rest of the spin-down too (a drive cannot
+ * cut a spin-down short).
+ */
+static double
+gr_wake_cost(void)
+{
+	double		cost = sched.volume.spin_up_s;
+
+	if (sched.volume_asleep && sched.asleep_at != 0)
+		cost += Max(0, sched.volume.spin_down_s -
+					gr_seconds_between(sched.asleep_at, GetCurrentTimestamp()));
+	return cost;
+}
+
+/*
  * Plan by time: a batch is due when the backlog's estimated apply time, plus
- * what arrives while the volume spins up, reaches rto - margin - spin-up.
+ * what arrives while the volume spins up, reaches rto - margin - the wake.
  */
 static void
 gr_replan(void)
 {
 	uint64		unapplied = gr_unapplied_bytes();
 	GrApplyModel m = gr_model();
-	double		cost_per_byte = 1.0 / m.replay_rate;
+	double		cpu_per_byte = 1.0 / m.replay_rate;
+	double		read_per_byte = 0;
+	bool		measured;
 
 	sched.backlog_reads = gr_estimate_reads(unapplied);
 	if (sched.reads_per_byte > 0)
-		cost_per_byte += sched.reads_per_byte * m.read_s;
+		read_per_byte = sched.reads_per_byte * m.read_s;
+
+	/*
+	 * Infeasibility is declared only on a measured figure: on the measured
+	 * part of the cost when it dominates.  An assumed per-read time that
+	 * makes the load reach 1 starts small batches at once instead.
+	 */
+	measured = read_per_byte >= cpu_per_byte ? sched.read_measured : sched.replay_measured;
 	sched.plan = gr_plan_by_time(&m, sched.backlog_reads, (double) unapplied,
-								 Max(sched.r_gen, 0), cost_per_byte,
-								 gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s,
+								 Max(sched.r_gen, 0), cpu_per_byte + read_per_byte,
+								 gr_rto_s - gr_rto_margin_s() - gr_wake_cost(),
 								 sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0,
 								 (double) gr_window_size_mb * 1024 * 1024,
-								 sched.read_measured || sched.replay_measured);
+								 measured);
 }
 
 static double
@@ -1120,6 +1146,7 @@ gr_put_volume_to_sleep(TimestampTz now)
 		sched.asleep_ios = sched.volume.ios;
 		sched.asleep_spin_ups = sched.volume.spin_ups;
 		sched.volume_asleep = true;
+		sched.asleep_at = now;
 		sched.spin_cycles[sched.spin_cycle_next] = now;
 		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
 		gr_set_note("volume asleep until the next batch (expected idle %.1f s)", idle_s);
@@ -1659,7 +1686,12 @@ gr_step(TimestampTz now)
 			if (gr_unapplied_bytes() == 0)
 				break;
 			if (batch_requested || sched.plan.due)
+			{
+				if (!batch_requested && sched.plan.load >= 1)
+					gr_set_note("batch started at once: by the assumed per-read time (%.2f ms) applying takes %.2f s per second of WAL; batches measure it",
+								gr_read_s() * 1000.0, sched.plan.load);
 				gr_start_batch(now, true);
+			}
 			else if (gr_apply_delay_reached(now))
 			{
 				gr_set_note("batch started by greenreplica.max_apply_delay: the oldest unapplied WAL is %.1f s old",
