@@ -407,12 +407,13 @@ gr_backlog_reset(GrBacklog *backlog)
 }
 
 /*
- * Count the records received past the replay position, at most max_records
- * of them in this call.  A replay position other than the one counted from
- * restarts the count.
+ * Count the records received past the replay position that start before
+ * "upto" (InvalidXLogRecPtr: all received), at most max_records of them in
+ * this call.  A replay position other than the one counted from restarts the
+ * count.
  */
 void
-gr_backlog_advance(GrBacklog *backlog, uint64 max_records)
+gr_backlog_advance(GrBacklog *backlog, uint64 max_records, XLogRecPtr upto)
 {
 	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
 	XLogRecPtr	flushed = GetWalRcvFlushRecPtr(NULL, NULL);
@@ -433,6 +434,8 @@ gr_backlog_advance(GrBacklog *backlog, uint64 max_records)
 		backlog->decoded_to = replayed;
 		backlog->valid = true;
 	}
+	if (!XLogRecPtrIsInvalid(upto) && upto < flushed)
+		flushed = upto;
 	if (flushed <= backlog->decoded_to)
 		return;
 
@@ -453,6 +456,8 @@ gr_backlog_advance(GrBacklog *backlog, uint64 max_records)
 		record = XLogReadRecord(reader, &errormsg);
 		if (record == NULL)
 			break;				/* not all there yet: the next tick goes on */
+		if (reader->ReadRecPtr >= flushed)
+			break;
 		for (int block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
 		{
 			GrBlockKey	key;

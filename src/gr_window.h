@@ -59,7 +59,8 @@ typedef struct GrBacklog
 
 extern void gr_backlog_init(GrBacklog *backlog, MemoryContext parent);
 extern void gr_backlog_reset(GrBacklog *backlog);
-extern void gr_backlog_advance(GrBacklog *backlog, uint64 max_records);
+extern void gr_backlog_advance(GrBacklog *backlog, uint64 max_records,
+								XLogRecPtr upto);
 
 /* Volume extents of a window, for the agent's "hint" op (gr_hint.c). */
 #define GR_HINT_MAX_EXTENTS		8192

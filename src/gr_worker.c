@@ -1025,12 +1025,15 @@ gr_start_batch(TimestampTz now, bool compact)
 	memset(&sched.compaction, 0, sizeof(sched.compaction));
 
 	/*
-	 * The batch's estimate: the backlog counted to its end (replay is held
-	 * at its start unless the operator resumed it), for the status and for
-	 * measuring the model when the batch is done.
+	 * The batch's estimate, for the status and for measuring the model when
+	 * the batch is done: the backlog counted a little further toward the
+	 * batch's end (replay is held at its start unless the operator resumed
+	 * it), the rest at its reads per byte.  Never the whole backlog: after
+	 * each batch the count starts again from the new replay position, and a
+	 * backlog many windows long would be decoded once per window.
 	 */
 	if (compact && sched.phase == GR_PHASE_SLEEP)
-		gr_backlog_advance(&sched.backlog, PG_UINT64_MAX);
+		gr_backlog_advance(&sched.backlog, 4 * GR_BACKLOG_RECORDS_PER_TICK, sched.batch_end);
 	sched.batch_bytes = sched.batch_end > GetXLogReplayRecPtr(NULL) ?
 		sched.batch_end - GetXLogReplayRecPtr(NULL) : 0;
 	sched.batch_reads = gr_estimate_reads(sched.batch_bytes);
@@ -1597,7 +1600,7 @@ gr_step(TimestampTz now)
 
 	gr_refresh_agent(now, false);
 	if (sched.phase == GR_PHASE_SLEEP)
-		gr_backlog_advance(&sched.backlog, GR_BACKLOG_RECORDS_PER_TICK);
+		gr_backlog_advance(&sched.backlog, GR_BACKLOG_RECORDS_PER_TICK, InvalidXLogRecPtr);
 	gr_replan();
 
 	switch (sched.phase)
