@@ -266,6 +266,8 @@ gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
 		snprintf(err, errlen, "reply to \"volume\" lacks profile.spin_up_s or profile.break_even_s");
 		return false;
 	}
+	if (!gr_json_number(profile->val.binary.data, "spin_down_s", &info->spin_down_s))
+		info->spin_down_s = 0;
 	return true;
 }
 

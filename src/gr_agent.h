@@ -13,6 +13,7 @@
 typedef struct GrVolumeInfo
 {
 	double		spin_up_s;		/* time for the volume to become ready */
+	double		spin_down_s;	/* a spin-down, which a wake cannot cut short */
 	double		break_even_s;	/* shortest idle time worth a spin-down */
 	char		state[GR_STATE_LEN];	/* aggregate power state */
 	double		ios;			/* reads + writes the agent's ledger booked */

@@ -35,6 +35,7 @@ int			gr_debug_flush_delay_ms = 0;
 int			gr_max_apply_delay_s = 300;
 int			gr_prefetch_method = GR_PREFETCH_BUFFERS;
 int			gr_prefetch_merge_gap = 32;
+int			gr_initial_read_time_ms = 20;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
@@ -189,6 +190,18 @@ gr_define_gucs(void)
 							0, RELSEG_SIZE,
 							PGC_SIGHUP,
 							GUC_UNIT_BLOCKS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.initial_read_time",
+							"Time of one block read assumed until batches have measured it.",
+							"The RTO estimate charges this much per block the backlog "
+							"must read, until a batch measures it; set it to a cold "
+							"random read of the data volume, or above.",
+							&gr_initial_read_time_ms,
+							20,
+							1, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/*

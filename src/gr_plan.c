@@ -16,6 +16,15 @@
  *		t_wnd = r_apl^2 / ((r_apl - r_gen) * r_gen) * T_RTO.
  * The volume then sleeps t_wnd - t_apl = U / r_gen seconds.
  *
+ * That byte-rate plan is kept for greenreplica_plan().  The scheduler plans
+ * by time (gr_plan_by_time): the apply time of the backlog is estimated from
+ * what it holds, reads * read_s + bytes / replay_rate, and a batch starts
+ * when that estimate, plus what arrives while the volume spins up, reaches
+ * the budget rto - margin - spin_up.  With load = apply seconds per second
+ * of arrival (r_gen * cost per byte), the backlog's estimate grows by load
+ * per second during SLEEP and drains by 1 - load per second during APPLY:
+ * load < 1 is the time model's r_apl > r_gen.
+ *
  *-------------------------------------------------------------------------
  */
 #include <math.h>
@@ -87,6 +96,95 @@ gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
 	if (unapplied_bytes > 0)
 		apply_s = r_apl > 0 ? unapplied_bytes / r_apl : INFINITY;
 	return (spin_up_remaining > 0 ? spin_up_remaining : 0) + apply_s;
+}
+
+double
+gr_plan_apply_seconds(const GrApplyModel *model, double reads, double bytes)
+{
+	double		s = 0;
+
+	if (reads > 0)
+		s += reads * model->read_s;
+	if (bytes > 0)
+		s += model->replay_rate > 0 ? bytes / model->replay_rate : INFINITY;
+	return s;
+}
+
+GrTimePlan
+gr_plan_by_time(const GrApplyModel *model, double reads, double bytes,
+				double r_gen, double cost_per_byte, double budget_s,
+				double lead_s, double window_size, bool measured)
+{
+	GrTimePlan	plan = {0};
+	double		until_window = INFINITY;
+	double		headroom;
+
+	plan.apply_s = gr_plan_apply_seconds(model, reads, bytes);
+	plan.budget_s = budget_s;
+	plan.load = (r_gen > 0 && cost_per_byte > 0) ? r_gen * cost_per_byte : 0;
+	plan.until_due_s = INFINITY;
+
+	if (!(budget_s > 0))
+	{
+		plan.verdict = GR_PLAN_NO_BUDGET;
+		return plan;
+	}
+	if (!(plan.load < 1))
+	{
+		if (measured)
+		{
+			plan.verdict = GR_PLAN_APPLY_TOO_SLOW;
+			return plan;
+		}
+		/* not measured yet: a small batch now, to measure */
+		plan.feasible = true;
+		plan.verdict = GR_PLAN_OK;
+		plan.due = bytes > 0;
+		plan.until_due_s = 0;
+		plan.max_unapplied_bytes = bytes;
+		return plan;
+	}
+
+	plan.feasible = true;
+	plan.verdict = GR_PLAN_OK;
+
+	/* what the budget still holds once the lead's arrivals are counted */
+	headroom = budget_s - plan.apply_s - plan.load * lead_s;
+	if (window_size > 0 && r_gen > 0)
+		until_window = (window_size - r_gen * lead_s - bytes) / r_gen;
+	else if (window_size > 0 && bytes >= window_size)
+		until_window = 0;
+	if (plan.load > 0)
+		plan.until_due_s = headroom / plan.load;
+	else if (!(headroom > 0))
+		plan.until_due_s = 0;
+	if (until_window < plan.until_due_s)
+		plan.until_due_s = until_window;
+	if (!(plan.until_due_s > 0))
+	{
+		plan.until_due_s = 0;
+		plan.due = bytes > 0;
+	}
+	plan.max_unapplied_bytes = isfinite(plan.until_due_s) ?
+		bytes + r_gen * plan.until_due_s :
+		(window_size > 0 ? window_size : INFINITY);
+	return plan;
+}
+
+double
+gr_plan_read_sample(double apply_s, double reads, double bytes,
+					double replay_rate, double min_reads)
+{
+	double		io_s = apply_s;
+
+	if (!(reads >= min_reads) || !(reads > 0) || !(apply_s > 0))
+		return -1;
+	if (replay_rate > 0 && bytes > 0)
+		io_s -= bytes / replay_rate;
+	/* the CPU part cannot explain it all: a read costs at least a little */
+	if (io_s < 0.05 * apply_s)
+		io_s = 0.05 * apply_s;
+	return io_s / reads;
 }
 
 double

@@ -54,6 +54,74 @@ extern double gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
 								   double spin_up_remaining);
 
 /*
+ * The time model of applying a backlog (issue 10): replay's cost is
+ * dominated by the reads of blocks that are neither restored from a
+ * full-page image nor initialized, so bytes per second can be off by two
+ * orders of magnitude between a window right after a checkpoint and one in
+ * mid-cycle.  The apply time of a backlog is estimated as
+ *
+ *		reads * read_s + bytes / replay_rate
+ *
+ * where reads counts the backlog's distinct blocks that need a read.
+ */
+typedef struct GrApplyModel
+{
+	double		read_s;			/* seconds per block read, in the order a
+								 * promotion reads (LSN order) */
+	double		replay_rate;	/* WAL bytes per second of replay's CPU work */
+} GrApplyModel;
+
+/* Estimated seconds to apply "reads" block reads and "bytes" of WAL. */
+extern double gr_plan_apply_seconds(const GrApplyModel *model, double reads,
+									double bytes);
+
+/* What the time model says about the backlog now. */
+typedef struct GrTimePlan
+{
+	double		apply_s;		/* estimated apply time of the backlog */
+	double		budget_s;		/* rto - margin - spin-up */
+	double		load;			/* apply seconds per second of WAL arrival */
+	double		until_due_s;	/* seconds until a batch is due; 0 = now */
+	double		max_unapplied_bytes;	/* backlog at which it is due, at
+										 * the current cost per byte */
+	bool		due;			/* a batch must start now */
+	bool		feasible;
+	GrPlanVerdict verdict;
+} GrTimePlan;
+
+/*
+ * Plan by time.  The backlog holds "reads" reads and "bytes" of WAL; WAL
+ * arrives at r_gen bytes/s costing cost_per_byte seconds of apply each
+ * (the caller's best knowledge: the backlog's own cost per byte when it is
+ * large enough, the last window's otherwise).  budget_s = rto - margin -
+ * spin_up; lead_s is how long WAL keeps arriving between the decision and
+ * the start of the batch's work (the spin-up, a tick).  A batch is due when
+ * the backlog's apply time plus what arrives during lead_s reaches the
+ * budget, or when the backlog reaches window_size.
+ *
+ * The plan is infeasible when the budget is not positive, or when applying
+ * takes at least as long as generating (load >= 1).  While the model is not
+ * measured (measured = false) a load >= 1 does not make the plan infeasible:
+ * the batch is due at once instead, small, and measures the model.
+ */
+extern GrTimePlan gr_plan_by_time(const GrApplyModel *model, double reads,
+								  double bytes, double r_gen,
+								  double cost_per_byte, double budget_s,
+								  double lead_s, double window_size,
+								  bool measured);
+
+/*
+ * A measurement of the per-read time from a batch that applied "bytes" of
+ * WAL with "reads" reads in apply_s seconds: the time left once the CPU
+ * work (bytes / replay_rate) is taken out, per read.  With replay_rate <= 0
+ * (not measured) all of the time is charged to the reads, which can only
+ * overestimate them.  Returns a negative number when the batch had too few
+ * reads to say.
+ */
+extern double gr_plan_read_sample(double apply_s, double reads, double bytes,
+								  double replay_rate, double min_reads);
+
+/*
  * Exponentially weighted moving average with time constant tau seconds,
  * for a sample observed over dt seconds.  A negative prev means "no
  * estimate yet": the sample is taken as it is.

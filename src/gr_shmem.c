@@ -88,6 +88,18 @@ gr_set_step(const char *step)
 	SpinLockAcquire(&gr_state->mutex);
 	strlcpy(gr_state->step, step ? step : "", sizeof(gr_state->step));
 	gr_state->step_started_at = step ? GetCurrentTimestamp() : 0;
+	gr_state->step_done = -1;
+	gr_state->step_total = -1;
+	SpinLockRelease(&gr_state->mutex);
+}
+
+/* How far the step under way is: done of total, in the step's own unit. */
+void
+gr_set_step_progress(double done, double total)
+{
+	SpinLockAcquire(&gr_state->mutex);
+	gr_state->step_done = done;
+	gr_state->step_total = total;
 	SpinLockRelease(&gr_state->mutex);
 }
 
@@ -123,6 +135,8 @@ gr_shmem_startup(void)
 		gr_state->agent_state = GR_AGENT_ABSENT;
 		strlcpy(gr_state->volume_state, "unknown", GR_STATE_LEN);
 		gr_state->last_promotion_s = -1;
+		gr_state->step_done = -1;
+		gr_state->step_total = -1;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

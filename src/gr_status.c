@@ -83,6 +83,17 @@ enum
 	GR_STATUS_WAL_RECEIVER,
 	GR_STATUS_SLEEP_VOLUME_IOS,
 	GR_STATUS_SLEEP_VOLUME_SPIN_UPS,
+	GR_STATUS_UNAPPLIED_READS,
+	GR_STATUS_READ_TIME_MS,
+	GR_STATUS_READ_TIME_MEASURED,
+	GR_STATUS_REPLAY_RATE,
+	GR_STATUS_STEP_DONE,
+	GR_STATUS_STEP_TOTAL,
+	GR_STATUS_LAST_BATCH_WAKE_S,
+	GR_STATUS_LAST_BATCH_PREFETCH_S,
+	GR_STATUS_LAST_BATCH_APPLY_S,
+	GR_STATUS_LAST_BATCH_FLUSH_S,
+	GR_STATUS_LAST_BATCH_GAP_BLOCKS,
 	GR_STATUS_NCOLS
 };
 
@@ -178,6 +189,17 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_WAL_RECEIVER] = CStringGetTextDatum(s.wal_receiver);
 	values[GR_STATUS_SLEEP_VOLUME_IOS] = Int64GetDatum((int64) s.sleep_volume_ios);
 	values[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = Int64GetDatum((int64) s.sleep_volume_spin_ups);
+	values[GR_STATUS_UNAPPLIED_READS] = Int64GetDatum((int64) s.unapplied_reads);
+	values[GR_STATUS_READ_TIME_MS] = Float8GetDatum(s.read_time_s * 1000.0);
+	values[GR_STATUS_READ_TIME_MEASURED] = BoolGetDatum(s.read_time_measured);
+	values[GR_STATUS_REPLAY_RATE] = Float8GetDatum(s.replay_rate);
+	values[GR_STATUS_STEP_DONE] = Int64GetDatum((int64) s.step_done);
+	values[GR_STATUS_STEP_TOTAL] = Int64GetDatum((int64) s.step_total);
+	values[GR_STATUS_LAST_BATCH_WAKE_S] = Float8GetDatum(s.last_batch_wake_s);
+	values[GR_STATUS_LAST_BATCH_PREFETCH_S] = Float8GetDatum(s.last_batch_prefetch_s);
+	values[GR_STATUS_LAST_BATCH_APPLY_S] = Float8GetDatum(s.last_batch_apply_s);
+	values[GR_STATUS_LAST_BATCH_FLUSH_S] = Float8GetDatum(s.last_batch_flush_s);
+	values[GR_STATUS_LAST_BATCH_GAP_BLOCKS] = Int64GetDatum((int64) s.last_batch_gap_blocks);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)
@@ -198,6 +220,10 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_LAST_BATCH_BYTES] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_RECORDS] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_BUFFERS_FLUSHED] = s.batches == 0;
+		nulls[GR_STATUS_LAST_BATCH_WAKE_S] = s.batches == 0;
+		nulls[GR_STATUS_LAST_BATCH_PREFETCH_S] = s.batches == 0;
+		nulls[GR_STATUS_LAST_BATCH_APPLY_S] = s.batches == 0;
+		nulls[GR_STATUS_LAST_BATCH_FLUSH_S] = s.batches == 0;
 
 		/* Compaction figures exist for batches run with mode = compact. */
 		nulls[GR_STATUS_LAST_BATCH_WINDOWS] = !compacted;
@@ -213,6 +239,7 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_LAST_BATCH_DECODE_SECONDS] = !compacted;
 		nulls[GR_STATUS_LAST_BATCH_BYTES_PER_BLOCK] = !compacted;
 		nulls[GR_STATUS_LAST_BATCH_HINT_EXTENTS] = !compacted;
+		nulls[GR_STATUS_LAST_BATCH_GAP_BLOCKS] = !compacted;
 		nulls[GR_STATUS_AGENT_MESSAGE] = s.agent_message[0] == '\0';
 		nulls[GR_STATUS_RTO_ESTIMATE_S] = !isfinite(s.rto_estimate_s);
 		nulls[GR_STATUS_STEP] = s.step[0] == '\0';
@@ -220,6 +247,8 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_VOLUME_STATE_AT] = s.volume_state_at == 0;
 		nulls[GR_STATUS_SLEEP_VOLUME_IOS] = s.sleep_volume_ios < 0;
 		nulls[GR_STATUS_SLEEP_VOLUME_SPIN_UPS] = s.sleep_volume_spin_ups < 0;
+		nulls[GR_STATUS_STEP_DONE] = s.step[0] == '\0' || s.step_done < 0;
+		nulls[GR_STATUS_STEP_TOTAL] = s.step[0] == '\0' || s.step_total < 0;
 	}
 	/* The last promotion outlives the scheduler. */
 	nulls[GR_STATUS_LAST_PROMOTION_S] = s.last_promotion_s < 0;

@@ -34,6 +34,8 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "replication/walreceiver.h"
+#include "storage/buf_internals.h"
+#include "storage/lwlock.h"
 #include "utils/memutils.h"
 
 #include "gr_window.h"
@@ -154,6 +156,36 @@ gr_window_page_read(XLogReaderState *state, XLogRecPtr targetPagePtr, int reqLen
 	return count;
 }
 
+/* The timelines the page_read callback looks for segments on. */
+static void
+gr_window_reader_timelines(GrWindowReader *priv)
+{
+	(void) GetXLogReplayRecPtr(&priv->replay_tli);
+	(void) GetWalRcvFlushRecPtr(NULL, &priv->receive_tli);
+	if (priv->receive_tli == 0)
+		priv->receive_tli = priv->replay_tli;
+}
+
+/* An xlogreader of received WAL, in the current memory context. */
+static XLogReaderState *
+gr_window_reader_allocate(GrWindowReader *priv)
+{
+	XLogReaderState *reader;
+
+	gr_window_reader_timelines(priv);
+	reader = XLogReaderAllocate(wal_segment_size, NULL,
+								XL_ROUTINE(.page_read = gr_window_page_read,
+										   .segment_open = wal_segment_open,
+										   .segment_close = wal_segment_close),
+								priv);
+	if (reader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Failed while allocating a WAL reading processor.")));
+	return reader;
+}
+
 /*
  * The block a record's reference block_id names, as a block-set key, and
  * whether that reference needs no read (an applied full-page image or a
@@ -243,22 +275,7 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 		return;
 	}
 
-	(void) GetXLogReplayRecPtr(&priv.replay_tli);
-	(void) GetWalRcvFlushRecPtr(NULL, &priv.receive_tli);
-	if (priv.receive_tli == 0)
-		priv.receive_tli = priv.replay_tli;
-
-	reader = XLogReaderAllocate(wal_segment_size, NULL,
-								XL_ROUTINE(.page_read = gr_window_page_read,
-										   .segment_open = wal_segment_open,
-										   .segment_close = wal_segment_close),
-								&priv);
-	if (reader == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory"),
-				 errdetail("Failed while allocating a WAL reading processor.")));
-
+	reader = gr_window_reader_allocate(&priv);
 	XLogBeginRead(reader, start);
 	for (;;)
 	{
@@ -330,4 +347,146 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 	INSTR_TIME_SET_CURRENT(took);
 	INSTR_TIME_SUBTRACT(took, started);
 	window->decode_seconds = INSTR_TIME_GET_DOUBLE(took);
+}
+
+/*
+ * The backlog's cost, counted incrementally during SLEEP: the records the
+ * walreceiver has flushed past the replay position are decoded a tick's
+ * share at a time with the window's page_read (pg_wal only, never past the
+ * flush position), and each distinct block counts as a read when its first
+ * reference in the backlog neither restores a full-page image nor
+ * initializes the page, and it is not in shared buffers when first seen.
+ */
+
+/* Whether the block is in shared buffers now (a lookup, no pin, no I/O). */
+static bool
+gr_block_in_shared_buffers(const GrBlockKey *key)
+{
+	BufferTag	tag;
+	RelFileNode rnode;
+	uint32		hash;
+	LWLock	   *partition;
+	int			buf_id;
+
+	rnode.spcNode = key->spc;
+	rnode.dbNode = key->db;
+	rnode.relNode = key->rel;
+	INIT_BUFFERTAG(tag, rnode, (ForkNumber) key->fork, key->block);
+	hash = BufTableHashCode(&tag);
+	partition = BufMappingPartitionLock(hash);
+	LWLockAcquire(partition, LW_SHARED);
+	buf_id = BufTableLookup(&tag, hash);
+	LWLockRelease(partition);
+	return buf_id >= 0;
+}
+
+void
+gr_backlog_init(GrBacklog *backlog, MemoryContext parent)
+{
+	memset(backlog, 0, sizeof(*backlog));
+	backlog->cxt = AllocSetContextCreate(parent, "greenreplica backlog",
+										 ALLOCSET_DEFAULT_SIZES);
+}
+
+/* Forget the count; the next advance starts from the replay position. */
+void
+gr_backlog_reset(GrBacklog *backlog)
+{
+	if (backlog->reader != NULL)
+		XLogReaderFree(backlog->reader);
+	backlog->reader = NULL;
+	MemoryContextReset(backlog->cxt);
+	memset(&backlog->fold, 0, sizeof(backlog->fold));
+	backlog->valid = false;
+	backlog->start = InvalidXLogRecPtr;
+	backlog->decoded_to = InvalidXLogRecPtr;
+	backlog->records = 0;
+	backlog->reads = 0;
+	backlog->cached = 0;
+	backlog->overflow_reads = 0;
+}
+
+/*
+ * Count the records received past the replay position that start before
+ * "upto" (InvalidXLogRecPtr: all received), at most max_records of them in
+ * this call.  A replay position other than the one counted from restarts the
+ * count.
+ */
+void
+gr_backlog_advance(GrBacklog *backlog, uint64 max_records, XLogRecPtr upto)
+{
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+	XLogRecPtr	flushed = GetWalRcvFlushRecPtr(NULL, NULL);
+	MemoryContext oldcontext;
+	uint64		done = 0;
+
+	if (backlog->valid && backlog->start != replayed)
+		gr_backlog_reset(backlog);
+	if (!backlog->valid)
+	{
+		oldcontext = MemoryContextSwitchTo(backlog->cxt);
+		if (!gr_fold_init(&backlog->fold, GR_WINDOW_INITIAL_BLOCKS,
+						  gr_window_alloc, gr_window_free, backlog->cxt))
+			elog(ERROR, "could not allocate the backlog's block set");
+		backlog->priv = palloc0(sizeof(GrWindowReader));
+		MemoryContextSwitchTo(oldcontext);
+		backlog->start = replayed;
+		backlog->decoded_to = replayed;
+		backlog->valid = true;
+	}
+	if (!XLogRecPtrIsInvalid(upto) && upto < flushed)
+		flushed = upto;
+	if (flushed <= backlog->decoded_to)
+		return;
+
+	oldcontext = MemoryContextSwitchTo(backlog->cxt);
+	if (backlog->reader == NULL)
+		backlog->reader = gr_window_reader_allocate((GrWindowReader *) backlog->priv);
+	else
+		gr_window_reader_timelines((GrWindowReader *) backlog->priv);
+
+	/* Always from the end of the last record counted: a clean boundary. */
+	XLogBeginRead(backlog->reader, backlog->decoded_to);
+	while (done < max_records)
+	{
+		XLogReaderState *reader = backlog->reader;
+		XLogRecord *record;
+		char	   *errormsg = NULL;
+
+		record = XLogReadRecord(reader, &errormsg);
+		if (record == NULL)
+			break;				/* not all there yet: the next tick goes on */
+		if (reader->ReadRecPtr >= flushed)
+			break;
+		for (int block_id = 0; block_id <= XLogRecMaxBlockId(reader); block_id++)
+		{
+			GrBlockKey	key;
+			bool		no_read;
+
+			if (!gr_window_block_ref(reader, block_id, &key, &no_read))
+				continue;
+			if (gr_fold_lookup(&backlog->fold, &key) != NULL)
+			{
+				(void) gr_fold_add(&backlog->fold, &key, reader->ReadRecPtr, no_read);
+				continue;
+			}
+			if (!no_read && gr_block_in_shared_buffers(&key))
+			{
+				no_read = true;
+				backlog->cached++;
+			}
+			if (backlog->fold.distinct + 1 > gr_window_max_entries() ||
+				!gr_fold_add(&backlog->fold, &key, reader->ReadRecPtr, no_read))
+			{
+				/* block set full: count every such reference as a read */
+				if (!no_read)
+					backlog->overflow_reads++;
+			}
+		}
+		backlog->records++;
+		backlog->decoded_to = reader->EndRecPtr;
+		done++;
+	}
+	backlog->reads = backlog->fold.reads_needed + backlog->overflow_reads;
+	MemoryContextSwitchTo(oldcontext);
 }

@@ -37,6 +37,31 @@ typedef struct GrWindow
 	uint64		nreads;
 } GrWindow;
 
+/*
+ * The backlog's cost, counted incrementally during SLEEP (gr_window.c): the
+ * received WAL past the replay position, its distinct blocks that will need
+ * a read, and its bytes.
+ */
+typedef struct GrBacklog
+{
+	MemoryContext cxt;
+	struct XLogReaderState *reader; /* kept between calls */
+	void	   *priv;			/* the reader's timelines */
+	GrFold		fold;
+	bool		valid;			/* counting from "start" */
+	XLogRecPtr	start;			/* replay position counted from */
+	XLogRecPtr	decoded_to;		/* end of the last record counted */
+	uint64		records;
+	uint64		reads;			/* distinct blocks that need a read */
+	uint64		cached;			/* in shared buffers when first seen */
+	uint64		overflow_reads; /* counted without folding: block set full */
+} GrBacklog;
+
+extern void gr_backlog_init(GrBacklog *backlog, MemoryContext parent);
+extern void gr_backlog_reset(GrBacklog *backlog);
+extern void gr_backlog_advance(GrBacklog *backlog, uint64 max_records,
+								XLogRecPtr upto);
+
 /* Volume extents of a window, for the agent's "hint" op (gr_hint.c). */
 #define GR_HINT_MAX_EXTENTS		8192
 

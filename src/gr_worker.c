@@ -72,12 +72,26 @@
 #define GR_WORKER_RESTART_S		5
 
 /*
- * Apply rate assumed before the first batch is measured (bytes/s).  A lower,
- * pessimistic figure is not safe with a bytes/s model: below the WAL
- * generation rate the plan is infeasible, no batch runs, and the rate is
- * never measured (seen with 2 MB/s in t/008).
+ * Apply rate shown before the first batch is measured (bytes/s).  It no
+ * longer plans anything: the plan is by time (gr_plan_by_time).
  */
 #define GR_DEFAULT_R_APL		(16.0 * 1024 * 1024)
+
+/*
+ * CPU replay rate of the time model before one is measured (WAL bytes/s of
+ * replay with every block at hand).  The per-read time starts at
+ * greenreplica.initial_read_time.
+ */
+#define GR_DEFAULT_REPLAY_RATE	(16.0 * 1024 * 1024)
+
+/* A batch with fewer reads says nothing about the per-read time. */
+#define GR_READ_SAMPLE_MIN_READS	32
+
+/* A backlog this large tells the cost per byte of arriving WAL. */
+#define GR_COST_MIN_BYTES		(64 * 1024)
+
+/* Records the backlog count decodes per tick during SLEEP. */
+#define GR_BACKLOG_RECORDS_PER_TICK	50000
 
 /* Time constant of the WAL generation rate's moving average (s). */
 #define GR_R_GEN_TAU_S			30.0
@@ -122,7 +136,7 @@ typedef struct GrBatchCompaction
 	uint64		index_bytes;
 	uint64		hint_extents;	/* volume extents the agent recorded */
 	double		decode_seconds;
-	double		prefetch_seconds;	/* issue 14: R_apl's split */
+	double		prefetch_seconds;	/* PREFETCH's share of the batch */
 	uint64		gap_blocks;		/* os_cache: read through between needed */
 } GrBatchCompaction;
 
@@ -145,6 +159,7 @@ typedef struct GrScheduler
 	TimestampTz volume_state_at;	/* when sched.volume.state was reported */
 	GrVolumeInfo volume;
 	bool		volume_asleep;	/* we asked it to sleep and it agreed */
+	TimestampTz asleep_at;		/* when it agreed */
 	double		asleep_ios;		/* the agent's ledger when it agreed */
 	double		asleep_spin_ups;
 	TimestampTz volume_ready_at;	/* during WAKE */
@@ -172,10 +187,30 @@ typedef struct GrScheduler
 	/* when the received WAL arrived (greenreplica.max_apply_delay) */
 	GrArrivals	arrivals;
 
+	/* the time model (gr_plan.h) and the backlog it prices */
+	GrApplyModel model;
+	bool		read_measured;	/* model.read_s measured in LSN order */
+	bool		replay_measured;	/* model.replay_rate measured */
+	double		read_s_sorted;	/* compact PREFETCH, per block; < 0 unknown */
+	double		reads_per_byte; /* of the last backlog large enough; < 0
+								 * unknown */
+	GrBacklog	backlog;
+	double		backlog_reads;	/* estimated reads of all unapplied WAL */
+
 	/* plan */
-	GrPlan		plan;
-	double		trigger_bytes;
+	GrTimePlan	plan;
 	bool		infeasible_logged;
+
+	/* the batch's own estimate, and what its work took */
+	double		batch_reads;
+	double		batch_estimate_s;
+	uint64		batch_bytes;
+	TimestampTz apply_phase_at; /* replay released for this window */
+	XLogRecPtr	apply_window_from;	/* replay position then */
+	double		apply_phase_s;	/* summed over the batch's windows */
+
+	/* the estimate when the promotion was requested */
+	double		promote_estimate_s;
 
 	/* promotion */
 	TimestampTz promote_seen_at;
@@ -421,16 +456,25 @@ gr_refresh_agent(TimestampTz now, bool force)
 		gr_agent_failed("volume lookup", err);
 }
 
-/* Sample the WAL generation rate from what the walreceiver flushed. */
+/*
+ * Sample the WAL generation rate from the sender's WAL end, as its messages
+ * report it: what the walreceiver flushes grows faster than the primary
+ * writes while it catches up (after a restart, a disconnection, or a
+ * standby started behind), which is no generation rate.
+ */
 static void
 gr_sample_rates(TimestampTz now)
 {
-	XLogRecPtr	received = gr_received_lsn();
+	GrWalSource src;
+	XLogRecPtr	received;
 	double		dt;
+
+	gr_read_wal_source(&src);
+	received = src.state == WALRCV_STREAMING ? src.latest_end : InvalidXLogRecPtr;
 
 	/* (Re)start sampling when streaming (re)starts. */
 	if (sched.last_sample_at == 0 || XLogRecPtrIsInvalid(sched.last_received) ||
-		received < sched.last_received)
+		XLogRecPtrIsInvalid(received) || received < sched.last_received)
 	{
 		sched.last_sample_at = now;
 		sched.last_received = received;
@@ -446,19 +490,96 @@ gr_sample_rates(TimestampTz now)
 	sched.last_received = received;
 }
 
-/* Plan from the current rates; the trigger leaves room for the spin-up. */
+/*
+ * The per-read time the RTO estimate charges: until measured in the order a
+ * promotion reads, greenreplica.initial_read_time (it may be lowered by the
+ * operator between batches; a measurement replaces it).
+ */
+static double
+gr_read_s(void)
+{
+	return sched.read_measured ? sched.model.read_s : gr_initial_read_time_ms / 1000.0;
+}
+
+static GrApplyModel
+gr_model(void)
+{
+	GrApplyModel m = sched.model;
+
+	m.read_s = gr_read_s();
+	return m;
+}
+
+/*
+ * The reads of all unapplied WAL: counted where the backlog was decoded
+ * (replay paused at its start), the rest at the last known reads per byte.
+ */
+static double
+gr_estimate_reads(uint64 unapplied)
+{
+	GrBacklog  *b = &sched.backlog;
+	double		decoded = 0;
+	double		reads = 0;
+
+	if (b->valid && b->start == GetXLogReplayRecPtr(NULL) && b->decoded_to > b->start)
+	{
+		decoded = (double) (b->decoded_to - b->start);
+		reads = (double) b->reads;
+		if (decoded >= GR_COST_MIN_BYTES)
+			sched.reads_per_byte = reads / decoded;
+	}
+	if (decoded > (double) unapplied)
+		reads *= (double) unapplied / decoded;
+	else if (sched.reads_per_byte > 0)
+		reads += ((double) unapplied - decoded) * sched.reads_per_byte;
+	return reads;
+}
+
+/*
+ * What waking the volume costs now: its spin-up, and while it still spins
+ * down after a sleep request the rest of the spin-down too (a drive cannot
+ * cut a spin-down short).
+ */
+static double
+gr_wake_cost(void)
+{
+	double		cost = sched.volume.spin_up_s;
+
+	if (sched.volume_asleep && sched.asleep_at != 0)
+		cost += Max(0, sched.volume.spin_down_s -
+					gr_seconds_between(sched.asleep_at, GetCurrentTimestamp()));
+	return cost;
+}
+
+/*
+ * Plan by time: a batch is due when the backlog's estimated apply time, plus
+ * what arrives while the volume spins up, reaches rto - margin - the wake.
+ */
 static void
 gr_replan(void)
 {
-	double		r_gen = Max(sched.r_gen, 0);
-	double		rto = gr_rto_s - gr_rto_margin_s();
+	uint64		unapplied = gr_unapplied_bytes();
+	GrApplyModel m = gr_model();
+	double		cpu_per_byte = 1.0 / m.replay_rate;
+	double		read_per_byte = 0;
+	bool		measured;
 
-	sched.plan = gr_plan_batches(r_gen, sched.r_apl, rto, sched.volume.spin_up_s,
-								 (double) gr_window_size_mb * 1024 * 1024);
-	sched.trigger_bytes = sched.plan.max_unapplied_bytes -
-		r_gen * (sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0);
-	if (sched.trigger_bytes < 0)
-		sched.trigger_bytes = 0;
+	sched.backlog_reads = gr_estimate_reads(unapplied);
+	if (sched.reads_per_byte > 0)
+		read_per_byte = sched.reads_per_byte * m.read_s;
+
+	/*
+	 * Infeasibility is declared only on a measured figure: on the measured
+	 * part of the cost when it dominates.  An assumed per-read time that
+	 * makes the load reach 1 starts small batches at once instead.
+	 */
+	measured = read_per_byte >= cpu_per_byte ? sched.read_measured : sched.replay_measured;
+	sched.plan = gr_plan_by_time(&m, sched.backlog_reads, (double) unapplied,
+								 Max(sched.r_gen, 0), cpu_per_byte + read_per_byte,
+								 gr_rto_s - gr_rto_margin_s() - gr_wake_cost(),
+								 sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0,
+								 (double) gr_window_size_mb * 1024 * 1024,
+								 measured);
 }
 
 static double
@@ -474,8 +595,7 @@ static void
 gr_publish(TimestampTz now)
 {
 	uint64		unapplied = gr_unapplied_bytes();
-	double		estimate = gr_plan_rto_estimate((double) unapplied, sched.r_apl,
-												gr_spin_up_remaining(now));
+	double		estimate = gr_spin_up_remaining(now);
 	TimestampTz next_batch = 0;
 	double		oldest_age = gr_oldest_unapplied_age(now);
 	GrWalSource src;
@@ -483,9 +603,11 @@ gr_publish(TimestampTz now)
 	gr_read_wal_source(&src);
 
 	/*
-	 * During a promotion the planning rate says little (cold reads may run
-	 * 100 times slower): estimate the rest from the rate replay has actually
-	 * had since the request.
+	 * The time to apply what is unapplied: from the time model while the
+	 * backlog is counted (SLEEP), in proportion to the batch's own estimate
+	 * while a batch works on it, and during a promotion from the progress
+	 * replay has actually made since the request (the model's figure until
+	 * a second of it is seen).
 	 */
 	if (sched.phase == GR_PHASE_PROMOTING && sched.promote_seen_at != 0)
 	{
@@ -495,11 +617,25 @@ gr_publish(TimestampTz now)
 		if (elapsed >= 1.0 && replayed > sched.promote_replayed)
 			estimate = (double) unapplied /
 				((double) (replayed - sched.promote_replayed) / elapsed);
+		else
+			estimate = Max(0, sched.promote_estimate_s - elapsed);
 	}
+	else if ((sched.phase == GR_PHASE_WAKE || sched.phase == GR_PHASE_PREFETCH ||
+			  sched.phase == GR_PHASE_APPLY || sched.phase == GR_PHASE_FLUSH) &&
+			 sched.batch_bytes > 0)
+	{
+		double		in_batch = Min((double) unapplied, (double) sched.batch_bytes);
+		double		beyond = (double) unapplied - in_batch;
+		GrApplyModel m = gr_model();
 
-	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible && sched.r_gen > 0)
-		next_batch = gr_after_seconds(now,
-									  Max(0, sched.trigger_bytes - (double) unapplied) / sched.r_gen);
+		estimate += sched.batch_estimate_s * in_batch / (double) sched.batch_bytes +
+			gr_plan_apply_seconds(&m, beyond * Max(sched.reads_per_byte, 0), beyond);
+	}
+	else
+		estimate += sched.plan.apply_s;
+
+	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible)
+		next_batch = gr_after_seconds(now, sched.plan.until_due_s);
 	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0)
 	{
 		TimestampTz by_delay = gr_after_seconds(now,
@@ -516,7 +652,9 @@ gr_publish(TimestampTz now)
 	gr_state->unapplied_bytes = unapplied;
 	gr_state->rto_budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s;
 	gr_state->rto_estimate_s = estimate;
-	gr_state->max_unapplied_bytes = (uint64) Max(0, sched.plan.max_unapplied_bytes);
+	gr_state->max_unapplied_bytes = isfinite(sched.plan.max_unapplied_bytes) ?
+		(uint64) Max(0, sched.plan.max_unapplied_bytes) :
+		(uint64) gr_window_size_mb * 1024 * 1024;
 	gr_state->feasible = sched.plan.feasible;
 	gr_state->next_batch_at = next_batch;
 	gr_state->spin_cycles_today = gr_spin_cycles_last_day(now);
@@ -546,6 +684,19 @@ gr_publish(TimestampTz now)
 	strlcpy(gr_state->wal_receiver, gr_walrcv_state_name(src.state), GR_STATE_LEN);
 	gr_state->spin_up_s = sched.volume.spin_up_s;
 	gr_state->break_even_s = sched.volume.break_even_s;
+	gr_state->unapplied_reads = sched.backlog_reads;
+	gr_state->read_time_s = gr_read_s();
+	gr_state->read_time_measured = sched.read_measured;
+	gr_state->replay_rate = sched.model.replay_rate;
+	if (sched.phase == GR_PHASE_APPLY && sched.apply_to > sched.apply_window_from)
+	{
+		XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+		/* APPLY's progress: WAL bytes of the window replayed */
+		gr_state->step_done = replayed > sched.apply_window_from ?
+			(double) Min(replayed, sched.apply_to) - sched.apply_window_from : 0;
+		gr_state->step_total = (double) (sched.apply_to - sched.apply_window_from);
+	}
 	SpinLockRelease(&gr_state->mutex);
 }
 
@@ -585,6 +736,8 @@ gr_begin_promotion(TimestampTz now)
 
 	sched.promote_seen_at = now;
 	sched.promote_replayed = GetXLogReplayRecPtr(NULL);
+	gr_replan();
+	sched.promote_estimate_s = gr_spin_up_remaining(now) + sched.plan.apply_s;
 	gr_replay_freely(GR_PHASE_PROMOTING);
 	if (sched.agent_state == GR_AGENT_CONNECTED)
 	{
@@ -598,7 +751,12 @@ gr_begin_promotion(TimestampTz now)
 	gr_set_note("promotion requested: replaying the remaining WAL");
 	ereport(LOG,
 			(errmsg("greenreplica: promotion requested with " UINT64_FORMAT " bytes of WAL unapplied; replaying at once",
-					unapplied)));
+					unapplied),
+			 errdetail("Estimated %.1f s: about %.0f block reads at %.1f ms%s, the WAL at %.1f MB/s%s, and the volume's spin-up.",
+					   sched.promote_estimate_s, sched.backlog_reads, gr_read_s() * 1000.0,
+					   sched.read_measured ? " (measured)" : " (assumed)",
+					   sched.model.replay_rate / (1024 * 1024),
+					   sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
 static void
@@ -669,7 +827,10 @@ gr_start_apply(TimestampTz now, XLogRecPtr to)
 
 	gr_begin_work(now);
 	sched.apply_to = to;
+	sched.apply_phase_at = now;
+	sched.apply_window_from = replayed;
 	gr_enter(GR_PHASE_APPLY);
+	gr_set_step("apply");
 
 	/* The stop's pause, when it fires, is the scheduler's. */
 	sched.pause_owned = true;
@@ -807,6 +968,7 @@ gr_prefetch_and_apply(TimestampTz now)
 	gr_hint_window();
 	gr_enter(GR_PHASE_PREFETCH);
 	gr_set_step("prefetch");
+	gr_set_step_progress(-1, (double) sched.window.fold.reads_needed);
 	gr_prefetch_window(&sched.window, &r, gr_work_must_stop);
 	gr_set_step(NULL);
 	sched.compaction.ios += r.ios;
@@ -864,6 +1026,27 @@ gr_start_batch(TimestampTz now, bool compact)
 	sched.compacting = compact && gr_mode == GR_MODE_COMPACT;
 	memset(&sched.compaction, 0, sizeof(sched.compaction));
 
+	/*
+	 * The batch's estimate, for the status and for measuring the model when
+	 * the batch is done: the backlog counted a little further toward the
+	 * batch's end (replay is held at its start unless the operator resumed
+	 * it), the rest at its reads per byte.  Never the whole backlog: after
+	 * each batch the count starts again from the new replay position, and a
+	 * backlog many windows long would be decoded once per window.
+	 */
+	if (compact && sched.phase == GR_PHASE_SLEEP)
+		gr_backlog_advance(&sched.backlog, 4 * GR_BACKLOG_RECORDS_PER_TICK, sched.batch_end);
+	sched.batch_bytes = sched.batch_end > GetXLogReplayRecPtr(NULL) ?
+		sched.batch_end - GetXLogReplayRecPtr(NULL) : 0;
+	sched.batch_reads = gr_estimate_reads(sched.batch_bytes);
+	{
+		GrApplyModel m = gr_model();
+
+		sched.batch_estimate_s = gr_plan_apply_seconds(&m, sched.batch_reads,
+													   (double) sched.batch_bytes);
+	}
+	sched.apply_phase_s = 0;
+
 	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
 	{
 		double		ready_in = 0;
@@ -904,6 +1087,7 @@ static void
 gr_put_volume_to_sleep(TimestampTz now)
 {
 	double		idle_s;
+	double		worst_s;
 	int			cycles = gr_spin_cycles_last_day(now);
 	bool		declined;
 	char		err[GR_MESSAGE_LEN];
@@ -923,16 +1107,31 @@ gr_put_volume_to_sleep(TimestampTz now)
 		return;
 	}
 
-	idle_s = (sched.r_gen > 0) ?
-		Max(0, sched.trigger_bytes - (double) gr_unapplied_bytes()) / sched.r_gen :
-		(double) GR_DAY_S;
+	idle_s = isfinite(sched.plan.until_due_s) ?
+		Min(sched.plan.until_due_s, (double) GR_DAY_S) : (double) GR_DAY_S;
 	/* WAL arriving at once is applied within the staleness bound at the latest */
 	if (gr_max_apply_delay_s > 0)
 		idle_s = Min(idle_s, Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
 	if (idle_s < sched.volume.break_even_s)
 	{
-		gr_set_note("volume kept spinning: expected idle %.1f s is below the break-even time %.1f s",
+		gr_set_note("volume kept spinning: expected idle %.2f s is below the break-even time %.2f s",
 					idle_s, sched.volume.break_even_s);
+		return;
+	}
+
+	/*
+	 * A drive cannot cut a spin-down short: a promotion requested while the
+	 * volume spins down waits for the spin-down, then the spin-up.  Sleep
+	 * only when that, with what arrives meanwhile, still fits the RTO.
+	 */
+	worst_s = sched.volume.spin_down_s + sched.volume.spin_up_s + sched.plan.apply_s +
+		sched.plan.load * sched.volume.spin_down_s;
+	if (worst_s > gr_rto_s - gr_rto_margin_s())
+	{
+		gr_set_note("volume kept spinning: a promotion during its spin-down would take %.1f s (spin-down %.1f s, spin-up %.1f s, apply %.1f s), more than greenreplica.rto less its margin (%.1f s)",
+					worst_s, sched.volume.spin_down_s, sched.volume.spin_up_s,
+					sched.plan.apply_s + sched.plan.load * sched.volume.spin_down_s,
+					gr_rto_s - gr_rto_margin_s());
 		return;
 	}
 	if (cycles >= gr_max_spin_cycles_per_day)
@@ -950,6 +1149,7 @@ gr_put_volume_to_sleep(TimestampTz now)
 		sched.asleep_ios = sched.volume.ios;
 		sched.asleep_spin_ups = sched.volume.spin_ups;
 		sched.volume_asleep = true;
+		sched.asleep_at = now;
 		sched.spin_cycles[sched.spin_cycle_next] = now;
 		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
 		gr_set_note("volume asleep until the next batch (expected idle %.1f s)", idle_s);
@@ -961,6 +1161,71 @@ gr_put_volume_to_sleep(TimestampTz now)
 	}
 	else
 		gr_agent_failed("sleep", err);
+}
+
+/*
+ * Measure the time model from the batch just applied.  With compaction every
+ * block was read ahead, sorted: APPLY is replay's CPU work, and PREFETCH
+ * gives the per-read time of sorted reads, which is shown but never charged
+ * to the RTO (a promotion reads in LSN order).  Without compaction APPLY
+ * read the blocks itself, in LSN order as a promotion does: what the CPU
+ * work does not explain is the per-read time.
+ */
+static void
+gr_learn_model(uint64 bytes)
+{
+	double		apply_s = sched.apply_phase_s;
+
+	if (!(apply_s > 0))
+		return;
+	if (sched.compacting)
+	{
+		if (sched.compaction.blocks_read >= GR_READ_SAMPLE_MIN_READS &&
+			sched.compaction.prefetch_seconds > 0)
+		{
+			double		sample = sched.compaction.prefetch_seconds /
+				(double) sched.compaction.blocks_read;
+
+			sched.read_s_sorted = sched.read_s_sorted < 0 ? sample :
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.read_s_sorted;
+		}
+		if (bytes >= GR_R_APL_MIN_BYTES)
+		{
+			double		sample = (double) bytes / apply_s;
+
+			sched.model.replay_rate = sched.replay_measured ?
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.model.replay_rate : sample;
+			sched.replay_measured = true;
+		}
+	}
+	else
+	{
+		double		sample = gr_plan_read_sample(apply_s, sched.batch_reads, (double) bytes,
+												 sched.replay_measured ? sched.model.replay_rate : 0,
+												 GR_READ_SAMPLE_MIN_READS);
+
+		if (sample > 0)
+		{
+			sched.model.read_s = sched.read_measured ?
+				GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.model.read_s : sample;
+			sched.read_measured = true;
+		}
+		else if (sched.batch_reads < GR_READ_SAMPLE_MIN_READS && bytes >= GR_R_APL_MIN_BYTES)
+		{
+			double		rate = (double) bytes / apply_s;
+
+			sched.model.replay_rate = sched.replay_measured ?
+				GR_R_APL_WEIGHT * rate + (1 - GR_R_APL_WEIGHT) * sched.model.replay_rate : rate;
+			sched.replay_measured = true;
+		}
+	}
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica time model: %.0f reads and " UINT64_FORMAT " bytes applied in %.3f s (estimated %.3f s); read %.2f ms%s, sorted read %.2f ms, replay %.1f MB/s%s",
+							 sched.batch_reads, bytes, apply_s, sched.batch_estimate_s,
+							 gr_read_s() * 1000.0, sched.read_measured ? " (measured)" : " (assumed)",
+							 sched.read_s_sorted * 1000.0,
+							 sched.model.replay_rate / (1024 * 1024),
+							 sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
 static void
@@ -1005,8 +1270,9 @@ gr_flush_batch(TimestampTz now)
 			GR_R_APL_WEIGHT * sample + (1 - GR_R_APL_WEIGHT) * sched.r_apl : sample;
 		sched.r_apl_measured = true;
 	}
+	gr_learn_model(bytes);
 
-	/* issue 14: where the batch's time went (wake includes the decode) */
+	/* where the batch's time went (wake includes the decode) */
 	wake_s = gr_seconds_between(sched.batch_start, sched.apply_start);
 	prefetch_s = sched.compacting ? sched.compaction.prefetch_seconds : 0;
 	flush_s = gr_seconds_between(flush_start, done);
@@ -1302,7 +1568,7 @@ gr_operator_cycle_done(TimestampTz now, bool batch_requested)
 
 	return batch_requested ||
 		(double) (received > sched.resumed_at_lsn ? received - sched.resumed_at_lsn : 0) >=
-		sched.trigger_bytes ||
+		sched.plan.max_unapplied_bytes ||
 		(gr_max_apply_delay_s > 0 &&
 		 gr_seconds_between(sched.resumed_at, now) >= (double) gr_max_apply_delay_s);
 }
@@ -1355,6 +1621,8 @@ gr_step(TimestampTz now)
 	}
 
 	gr_refresh_agent(now, false);
+	if (sched.phase == GR_PHASE_SLEEP)
+		gr_backlog_advance(&sched.backlog, GR_BACKLOG_RECORDS_PER_TICK, InvalidXLogRecPtr);
 	gr_replan();
 
 	switch (sched.phase)
@@ -1394,9 +1662,13 @@ gr_step(TimestampTz now)
 					ereport(WARNING,
 							(errmsg("greenreplica cannot meet greenreplica.rto: %s; replaying continuously",
 									gr_plan_verdict_message(sched.plan.verdict)),
-							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s, apply rate %.0f bytes/s.",
+							 errdetail("greenreplica.rto = %d s, spin-up %.1f s, WAL generation %.0f bytes/s; applying a second of it takes an estimated %.2f s (%.5f reads per byte at %.2f ms%s, replay %.1f MB/s%s).",
 									   gr_rto_s, sched.volume.spin_up_s,
-									   Max(sched.r_gen, 0), sched.r_apl),
+									   Max(sched.r_gen, 0), sched.plan.load,
+									   Max(sched.reads_per_byte, 0), gr_read_s() * 1000.0,
+									   sched.read_measured ? " measured" : " assumed",
+									   sched.model.replay_rate / (1024 * 1024),
+									   sched.replay_measured ? " measured" : " assumed"),
 							 errhint("Raise greenreplica.rto above the volume's spin-up time, or give the standby faster storage or more shared_buffers; until then the standby replays as stock PostgreSQL and saves no energy.")));
 				sched.infeasible_logged = true;
 			}
@@ -1438,9 +1710,13 @@ gr_step(TimestampTz now)
 			 */
 			if (gr_unapplied_bytes() == 0)
 				break;
-			if (batch_requested ||
-				(double) gr_unapplied_bytes() >= sched.trigger_bytes)
+			if (batch_requested || sched.plan.due)
+			{
+				if (!batch_requested && sched.plan.load >= 1)
+					gr_set_note("batch started at once: by the assumed per-read time (%.2f ms) applying takes %.2f s per second of WAL; batches measure it",
+								gr_read_s() * 1000.0, sched.plan.load);
 				gr_start_batch(now, true);
+			}
 			else if (gr_apply_delay_reached(now))
 			{
 				gr_set_note("batch started by greenreplica.max_apply_delay: the oldest unapplied WAL is %.1f s old",
@@ -1470,6 +1746,7 @@ gr_step(TimestampTz now)
 				pg_usleep(200L);
 			if (GetXLogReplayRecPtr(NULL) < sched.apply_to)
 				break;
+			sched.apply_phase_s += gr_seconds_between(sched.apply_phase_at, now);
 			if (sched.compacting && sched.window.split &&
 				sched.apply_to < sched.batch_end)
 			{
@@ -1518,6 +1795,10 @@ gr_scheduler_main(Datum main_arg)
 	sched.phase = GR_PHASE_INACTIVE;
 	sched.r_gen = -1;
 	sched.r_apl = GR_DEFAULT_R_APL;
+	sched.model.read_s = gr_initial_read_time_ms / 1000.0;
+	sched.model.replay_rate = GR_DEFAULT_REPLAY_RATE;
+	sched.read_s_sorted = -1;
+	sched.reads_per_byte = -1;
 	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	gr_remember_source_settings();
 	SpinLockAcquire(&gr_state->mutex);
@@ -1536,6 +1817,7 @@ gr_scheduler_main(Datum main_arg)
 		SpinLockRelease(&gr_state->mutex);
 	}
 	gr_window_init(&sched.window, TopMemoryContext);
+	gr_backlog_init(&sched.backlog, TopMemoryContext);
 
 	before_shmem_exit(gr_worker_detach, (Datum) 0);
 

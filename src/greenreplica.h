@@ -163,6 +163,16 @@ typedef struct GrSharedState
 	/* what touched the data volume since it was put to sleep; < 0 unknown */
 	double		sleep_volume_ios;
 	double		sleep_volume_spin_ups;
+
+	/* the time model of the backlog (gr_plan.h) */
+	double		unapplied_reads;	/* block reads of the unapplied WAL */
+	double		read_time_s;	/* per read, as a promotion reads */
+	bool		read_time_measured;
+	double		replay_rate;	/* WAL bytes/s of replay's CPU work */
+
+	/* progress of the step under way, in its own unit; < 0 unknown */
+	double		step_done;
+	double		step_total;
 } GrSharedState;
 
 /* Entry point (greenreplica.c) */
@@ -178,8 +188,9 @@ extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
 extern int	gr_debug_flush_delay_ms;
 extern int	gr_max_apply_delay_s;
-extern int	gr_prefetch_method;	/* issue 14 */
+extern int	gr_prefetch_method;
 extern int	gr_prefetch_merge_gap;
+extern int	gr_initial_read_time_ms;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);
@@ -193,6 +204,7 @@ extern const char *gr_agent_state_name(GrAgentState state);
 extern void gr_set_phase(GrPhase phase);
 extern void gr_set_note(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void gr_set_step(const char *step);
+extern void gr_set_step_progress(double done, double total);
 
 /* Operator pause and resume (gr_pause.c) */
 extern void gr_install_pause_hooks(void);

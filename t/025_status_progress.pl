@@ -12,6 +12,7 @@ use GreenReplica;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 my ($primary, $standby, $volume) = pair_on_agent_volume('progress', 2, qq{
 greenreplica.rto = 30s
@@ -50,6 +51,40 @@ is($standby->safe_psql('postgres', 'SELECT wal_receiver FROM greenreplica_status
 	'streaming', 'the view shows the walreceiver streaming');
 cmp_ok($standby->safe_psql('postgres', 'SELECT oldest_unapplied_age_s FROM greenreplica_status'),
 	'>=', 0, 'the age of the oldest unapplied WAL is shown');
+
+# The time model the plan rests on is shown: the backlog's reads, the
+# per-read time (assumed until measured) and the replay rate.
+is( $standby->safe_psql(
+		'postgres',
+		"SELECT unapplied_reads >= 0 AND read_time_ms > 0 AND read_time_measured IS NOT NULL
+		    AND replay_rate > 0
+		   FROM greenreplica_status"),
+	't', 'the view shows the time model: reads of the backlog, per-read time, replay rate');
+
+# APPLY publishes its progress: the window's WAL bytes replayed, of its total.
+$primary->safe_psql('postgres', 'UPDATE pgbench_accounts SET abalance = abalance + 1');
+$primary->wait_for_catchup($standby, 'write');
+$standby->safe_psql('postgres', 'SELECT greenreplica_batch_now()');
+my $session = $standby->background_psql('postgres');
+my ($seen_apply, $progress_ok) = (0, 0);
+my $deadline = time() + 120;
+while (time() < $deadline)
+{
+	my ($phase, $step, $done, $total) = split /\|/,
+	  $session->query_safe(
+		"SELECT phase, coalesce(step, ''), coalesce(step_done, -1), coalesce(step_total, -1)
+		   FROM greenreplica_status"), -1;
+	if ($phase eq 'apply')
+	{
+		$seen_apply = 1;
+		$progress_ok ||= $step eq 'apply' && $total > 0 && $done >= 0 && $done <= $total;
+	}
+	last if $progress_ok || ($seen_apply && $phase eq 'sleep');
+	usleep(2_000);
+}
+$session->quit;
+ok($seen_apply, 'the batch was seen in APPLY');
+ok($progress_ok, 'during APPLY the view shows the bytes replayed of the window');
 
 $standby->stop;
 remove_agent_volume($volume);
