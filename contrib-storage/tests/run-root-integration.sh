@@ -180,6 +180,9 @@ else
 	fail "the volume is ext4, mounted, owned by the configured user" "$(findmnt "$MNT"; stat -c %U "$MNT")"
 fi
 
+mount_options=$(findmnt -no VFS-OPTIONS "$MNT")
+check "the volume is mounted noatime, nosuid, nodev ($mount_options)" \
+	sh -c "echo '$mount_options' | tr , '\\n' | grep -cxE 'noatime|nosuid|nodev' | grep -qx 3"
 check "fio writes and verifies 32 MiB through the RAID10 volume" \
 	fio_as_nobody --name=data --filename="$MNT/data.fio" --size=32M --rw=randwrite --do_verify=1 --fsync_on_close=1
 runuser -u nobody -- sh -c "head -c 5000000 /dev/urandom > '$MNT/blob' && sync '$MNT/blob'"
