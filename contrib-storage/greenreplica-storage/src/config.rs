@@ -495,23 +495,8 @@ impl Config {
         stripe_unit: u64,
         rebuild_mb_s: f64,
     ) -> Result<(), ConfigError> {
-        let problem = match layout {
-            LayoutKind::Single if members != 1 => Some(format!(
-                "layout single needs exactly 1 member, got {members}"
-            )),
-            LayoutKind::Raid10 if members < 2 || members % 2 == 1 => Some(format!(
-                "layout raid10 needs an even number of members (at least 2), got {members}"
-            )),
-            _ => None,
-        };
-        if let Some(p) = problem {
-            return Err(self.invalid(key("member"), p));
-        }
-        if layout == LayoutKind::Raid10 && (stripe_unit < 4096 || !stripe_unit.is_power_of_two()) {
-            return Err(self.invalid(
-                key("stripe_unit"),
-                format!("{stripe_unit} must be a power of two >= 4096"),
-            ));
+        if let Err(p) = layout.check(members, stripe_unit) {
+            return Err(self.invalid(key(p.key), p.problem));
         }
         if !(rebuild_mb_s.is_finite() && rebuild_mb_s > 0.0) {
             return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));

@@ -127,7 +127,7 @@ enum Command {
         policy: PolicySpec,
         #[arg(long, default_value = "single")]
         layout: LayoutKind,
-        /// Number of members (default: 1 for single, 2 for raid10).
+        /// Number of members (default: the layout's smallest, e.g. 1 for single, 2 for raid10).
         #[arg(long)]
         members: Option<usize>,
         #[arg(long, default_value_t = 65536)]
@@ -291,10 +291,7 @@ fn run(cli: Cli) -> Result<()> {
             disk,
             start_stop_budget,
         } => {
-            let members = members.unwrap_or(match layout {
-                LayoutKind::Single => 1,
-                LayoutKind::Raid10 => 2,
-            });
+            let members = members.unwrap_or(layout.default_members());
             let report = replay(&ReplayOptions {
                 trace,
                 profile,

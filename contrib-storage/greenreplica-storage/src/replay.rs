@@ -137,11 +137,11 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             offset %= capacity - size + 1;
             wrapped += 1;
         }
-        let scheduled = volume
+        let (plan, completions) = volume
             .schedule(kind, offset, size)
             .with_context(|| format!("request {} (offset {offset}, size {size})", requests + 1))?;
         let mut done = now;
-        for (io, piece_done) in scheduled {
+        for ((_, io), piece_done) in plan.ios().zip(completions) {
             member_responses[io.member].push(piece_done - now);
             done = done.max(piece_done);
         }
@@ -191,7 +191,7 @@ mod tests {
             trace: path,
             profile: "ultrastar-36z15".into(),
             policy: policy.parse().unwrap(),
-            layout: LayoutKind::Single,
+            layout: LayoutKind::SINGLE,
             members: 1,
             stripe_unit: 65536,
             disk: None,
@@ -247,7 +247,7 @@ mod tests {
             ],
         );
         let mut opts = options(path.clone(), "always-on");
-        opts.layout = LayoutKind::Raid10;
+        opts.layout = LayoutKind::RAID10;
         opts.members = 4;
         let r = replay(&opts).unwrap();
         std::fs::remove_file(path).unwrap();

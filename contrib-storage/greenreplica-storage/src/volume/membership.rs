@@ -5,7 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::io::Caller;
 use super::{Health, Span, Volume, VolumeError};
+use crate::layout::MemberView;
 use crate::member::Member;
 use crate::service_model::IoKind;
 use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
@@ -54,19 +56,19 @@ impl Volume {
                 "only a failed member can be replaced (fail it first)",
             ));
         }
-        let source = self.layout.mirror_of(member).ok_or_else(|| {
-            self.member_error(
+        if !self.layout.redundant() {
+            return Err(self.member_error(
                 member,
                 format!(
                     "layout {} keeps no second copy to rebuild from",
                     self.layout.kind()
                 ),
-            )
-        })?;
-        if self.slots[source].health() != Health::InSync {
+            ));
+        }
+        if !self.layout.survives(&self.in_sync()) {
             return Err(self.member_error(
                 member,
-                format!("its mirror, member {source}, is not in sync"),
+                "the members in sync do not hold all of its data (the rest of its group is not in sync)",
             ));
         }
         *write(&slot.store) = Some(store);
@@ -74,7 +76,7 @@ impl Volume {
         *lock(&slot.health) = Health::Rebuilding { watermark: 0 };
         self.bump_generation();
         self.write_headers_locked()?;
-        tracing::info!(volume = %self.name, member, source, "member replaced; rebuild pending");
+        tracing::info!(volume = %self.name, member, "member replaced; rebuild pending");
         Ok(())
     }
 
@@ -108,10 +110,6 @@ impl Volume {
             tracing::info!(volume = %self.name, member, "rebuild complete");
             return Ok(None);
         }
-        let source = self
-            .layout
-            .mirror_of(member)
-            .ok_or_else(|| self.member_error(member, "no mirror to rebuild from"))?;
         let len = chunk.min(end - watermark);
         let _exclusive = self.ranges.acquire(
             &[Span {
@@ -121,21 +119,29 @@ impl Volume {
             }],
             true,
         );
-        let (Some(from), Some(to)) = (self.slots[source].live_store(), slot.live_store()) else {
-            return Err(self.member_error(
-                member,
-                format!("mirror {source} or the replacement is gone"),
-            ));
-        };
-        let mut buf = vec![0u8; len as usize];
+        let to = slot
+            .live_store()
+            .ok_or_else(|| self.member_error(member, "the replacement is gone"))?;
+        // The personality says where the member's bytes come from (its mirror, or the rest of
+        // its stripes); the replacement itself is not valid here yet.
+        let mut views = self.views(self.clock.now());
+        views[member] = MemberView::failed(views[member].ready_at);
+        let plan = self.layout.recover(member, watermark, len, &views)?;
         let now = self.clock.now();
-        let read_done = lock(&self.slots[source].drive).submit(now, IoKind::Read, watermark, len);
-        let write_done = lock(&slot.drive).submit(read_done, IoKind::Write, watermark, len);
-        if from.emulates_timing() || to.emulates_timing() {
+        let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
+        let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
+        let timed = to.emulates_timing()
+            || plan.reads.iter().any(|io| {
+                self.slots[io.member]
+                    .live_store()
+                    .is_some_and(|s| s.emulates_timing())
+            });
+        if timed {
             self.clock.sleep_until(write_done);
         }
-        from.read_at(&mut buf, DATA_OFFSET + watermark)
-            .map_err(|e| self.member_error(source, format!("rebuild read: {e}")))?;
+        let mut buf = vec![0u8; len as usize];
+        self.run(&plan, Caller::Read(&mut buf), false, now)
+            .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
         to.write_at(&buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
         slot.unflushed.store(true, Ordering::SeqCst);

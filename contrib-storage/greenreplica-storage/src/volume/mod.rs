@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::clock::{Clock, Seconds};
 use crate::drive::{Drive, PowerEvent};
 use crate::latency::Histogram;
-use crate::layout::{Layout, LayoutError, MemberIo, MemberView};
+use crate::layout::{LayoutError, MemberView, Personality, Plan};
 use crate::ledger::Ledger;
 use crate::member::Member;
 use crate::power_state::PowerState;
@@ -127,7 +127,7 @@ pub enum SleepOutcome {
 #[derive(Debug)]
 pub struct Volume {
     name: String,
-    layout: Box<dyn Layout>,
+    layout: Box<dyn Personality>,
     slots: Vec<MemberSlot>,
     clock: Arc<dyn Clock>,
     /// Writes hold their member ranges exclusively, reads shared; rebuild, resync and scrub
@@ -153,7 +153,7 @@ pub struct Volume {
 impl Volume {
     pub fn new(
         name: &str,
-        layout: Box<dyn Layout>,
+        layout: Box<dyn Personality>,
         slots: Vec<MemberSlot>,
         clock: Arc<dyn Clock>,
         recorder: Option<TraceRecorder>,
@@ -201,32 +201,22 @@ impl Volume {
         self.intent.as_ref()
     }
 
-    /// Mirror group of a member: the lowest index holding the same bytes.
+    /// Sync group of a member (its lowest member): the members whose bytes depend on each
+    /// other, locked, resynced and scrubbed together.
     fn group_of(&self, member: usize) -> usize {
-        self.layout
-            .mirror_of(member)
-            .map_or(member, |mirror| mirror.min(member))
+        self.layout.group_of(member)
     }
 
-    /// Every mirror group (its lowest member).
-    fn groups(&self) -> Vec<usize> {
-        let mut g: Vec<usize> = (0..self.slots.len()).map(|m| self.group_of(m)).collect();
-        g.dedup();
-        g
-    }
-
-    /// The member ranges, per mirror group, that volume bytes `offset..offset+len` occupy.
+    /// The member ranges, per sync group, that a request to volume bytes
+    /// `offset..offset+len` holds (the personality's stripe locks).
     fn spans_of(&self, offset: u64, len: u64) -> Vec<Span> {
         self.layout
-            .map(offset, len)
-            .iter()
-            .filter_map(|piece| {
-                let &(member, start) = piece.placements.first()?;
-                Some(Span {
-                    group: self.group_of(member),
-                    start,
-                    end: start + piece.len,
-                })
+            .lock_spans(offset, len)
+            .into_iter()
+            .map(|(member, start, end)| Span {
+                group: self.group_of(member),
+                start,
+                end,
             })
             .collect()
     }
@@ -235,7 +225,7 @@ impl Volume {
         &self.name
     }
 
-    pub fn layout(&self) -> &dyn Layout {
+    pub fn layout(&self) -> &dyn Personality {
         self.layout.as_ref()
     }
 
@@ -285,24 +275,42 @@ impl Volume {
             .collect()
     }
 
-    /// Plan a request and queue its pieces on the drive models; returns each piece with
-    /// its modelled completion time.
+    /// Plan a request and queue its member I/O on the drive models: the reads now, the
+    /// writes once the reads they depend on are done. Returns the plan and the modelled
+    /// completion of each of its I/O (reads first, as `Plan::ios`).
     pub fn schedule(
         &self,
         kind: IoKind,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<(MemberIo, Seconds)>, VolumeError> {
+    ) -> Result<(Plan, Vec<Seconds>), VolumeError> {
         let now = self.clock.now();
         let plan = self.layout.plan(kind, offset, len, &self.views(now))?;
-        Ok(plan
-            .into_iter()
-            .map(|io| {
-                let done =
-                    lock(&self.slots[io.member].drive).submit(now, kind, io.member_offset, io.len);
-                (io, done)
-            })
-            .collect())
+        let done = self.submit(&plan, now);
+        Ok((plan, done))
+    }
+
+    /// Queue a plan's I/O on the drive models (reads at `now`, writes after the reads).
+    fn submit(&self, plan: &Plan, now: Seconds) -> Vec<Seconds> {
+        let mut done = Vec::with_capacity(plan.reads.len() + plan.writes.len());
+        for io in &plan.reads {
+            done.push(lock(&self.slots[io.member].drive).submit(
+                now,
+                IoKind::Read,
+                io.member_offset,
+                io.len,
+            ));
+        }
+        let writes_at = done.iter().copied().fold(now, f64::max);
+        for io in &plan.writes {
+            done.push(lock(&self.slots[io.member].drive).submit(
+                writes_at,
+                IoKind::Write,
+                io.member_offset,
+                io.len,
+            ));
+        }
+        done
     }
 
     /// Virtual time: the completion time of a request arriving now.
@@ -310,16 +318,17 @@ impl Volume {
         let now = self.clock.now();
         Ok(self
             .schedule(kind, offset, len)?
-            .iter()
-            .map(|(_, done)| *done)
+            .1
+            .into_iter()
             .fold(now, f64::max))
     }
 
     /// Real time: wait out the modelled service of the members that emulate a drive.
-    fn wait_for(&self, scheduled: &[(MemberIo, Seconds)]) {
-        let until = scheduled
-            .iter()
-            .filter(|(io, _)| {
+    fn wait_for(&self, plan: &Plan, done: &[Seconds]) {
+        let until = plan
+            .ios()
+            .zip(done)
+            .filter(|((_, io), _)| {
                 self.slots[io.member]
                     .live_store()
                     .is_some_and(|s| s.emulates_timing())
@@ -342,28 +351,28 @@ impl Volume {
         }
     }
 
-    /// Every byte of the volume still has a valid copy: each member that is not in sync has
-    /// an in-sync mirror. (Checked by health, not by mapping the whole volume.)
+    /// Every byte of the volume is still readable from the members in sync (the
+    /// personality says which member sets it survives; checked by health, not by mapping the
+    /// whole volume).
     fn check_redundancy(&self) -> Result<(), VolumeError> {
-        for (i, slot) in self.slots.iter().enumerate() {
-            if slot.health() == Health::InSync {
-                continue;
-            }
-            let covered = self
-                .layout
-                .mirror_of(i)
-                .and_then(|m| self.slots.get(m))
-                .is_some_and(|m| m.health() == Health::InSync);
-            if !covered {
-                return Err(VolumeError::Io {
-                    volume: self.name.clone(),
-                    problem: format!(
-                        "member {i} is not in sync and no in-sync copy of its data is left"
-                    ),
-                });
-            }
+        let in_sync = self.in_sync();
+        if self.layout.survives(&in_sync) {
+            return Ok(());
         }
-        Ok(())
+        let missing: Vec<String> = in_sync
+            .iter()
+            .enumerate()
+            .filter(|(_, ok)| !**ok)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        Err(VolumeError::Io {
+            volume: self.name.clone(),
+            problem: format!(
+                "members {} are not in sync and layout {} cannot serve every byte without them",
+                missing.join(", "),
+                self.layout.kind()
+            ),
+        })
     }
 
     /// Apply due power transitions and hand spin-downs to the members that act on them.

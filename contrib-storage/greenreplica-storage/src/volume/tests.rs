@@ -146,7 +146,7 @@ fn identity(members: usize) -> Superblock {
     Superblock {
         volume: "t".into(),
         volume_id: "test-volume".into(),
-        layout: LayoutKind::Raid10,
+        layout: LayoutKind::RAID10,
         members,
         member_index: 0,
         stripe_unit: 65536,
@@ -171,7 +171,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn raid10_write_lands_on_both_copies_and_reads_back() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(200_000, 1);
     v.write(12345, &data).unwrap();
     v.flush().unwrap();
@@ -186,7 +186,7 @@ fn raid10_write_lands_on_both_copies_and_reads_back() {
 #[test]
 fn a_failing_member_degrades_the_volume_without_an_error() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     m[1].broken.store(true, Ordering::SeqCst);
     let data = pattern(8192, 2);
     v.write(0, &data).unwrap();
@@ -200,7 +200,7 @@ fn a_failing_member_degrades_the_volume_without_an_error() {
 #[test]
 fn a_read_error_falls_back_to_the_mirror() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(4096, 3);
     v.write(65536, &data).unwrap();
     m[0].broken.store(true, Ordering::SeqCst);
@@ -213,7 +213,7 @@ fn a_read_error_falls_back_to_the_mirror() {
 #[test]
 fn losing_the_last_copy_is_an_error() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     m[0].broken.store(true, Ordering::SeqCst);
     assert!(v.write(0, &[1; 512]).is_err());
     assert!(v.flush().is_err());
@@ -222,7 +222,7 @@ fn losing_the_last_copy_is_an_error() {
 #[test]
 fn replace_and_rebuild_copies_the_mirror() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(300_000, 4);
     v.write(1000, &data).unwrap();
     assert!(
@@ -248,7 +248,7 @@ fn replace_and_rebuild_copies_the_mirror() {
 #[test]
 fn sleep_and_wake_follow_the_policy() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     assert!(matches!(v.sleep(Some(600.0)), SleepOutcome::Declined(r) if r.contains("always-on")));
     let (state, ready_in) = v.wake();
     assert_eq!((state, ready_in), (PowerState::Idle, 0.0));
@@ -273,7 +273,7 @@ fn a_model_spin_down_is_sent_to_a_real_disk() {
     );
     let clock = Arc::new(VirtualClock::new());
     let layout =
-        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+        layout::build(LayoutKind::SINGLE, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
     let v = Volume::new(
         "bd",
         layout,
@@ -299,7 +299,7 @@ fn a_model_spin_down_is_sent_to_a_real_disk() {
 #[test]
 fn hints_are_checked_against_the_volume_size() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     assert_eq!(v.hint(&[(0, 4096), (8192, 4096)]).unwrap(), 2);
     assert!(v.hint(&[(v.capacity(), 1)]).is_err());
 }
@@ -307,7 +307,7 @@ fn hints_are_checked_against_the_volume_size() {
 #[test]
 fn overlapping_concurrent_writes_leave_both_copies_identical() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    let v = Arc::new(volume(LayoutKind::RAID10, &m));
     for round in 0..300u32 {
         let start = Arc::new(std::sync::Barrier::new(2));
         let writers: Vec<_> = [1u8, 2u8]
@@ -335,7 +335,7 @@ fn overlapping_concurrent_writes_leave_both_copies_identical() {
 fn a_concurrent_persist_cannot_bring_a_failed_member_back() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let stores = dyn_stores(&m);
-    let v = Arc::new(volume_with(LayoutKind::Raid10, stores, Some(identity(2))));
+    let v = Arc::new(volume_with(LayoutKind::RAID10, stores, Some(identity(2))));
     v.persist_headers().unwrap();
     // A persist stalls in its header write to member 0 ...
     let (entered_tx, entered) = mpsc::channel();
@@ -376,7 +376,7 @@ fn a_concurrent_persist_cannot_bring_a_failed_member_back() {
 fn a_rebuild_checkpoint_flushes_the_copied_data_before_the_watermark() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let stores = dyn_stores(&m);
-    let v = volume_with(LayoutKind::Raid10, stores, Some(identity(2)));
+    let v = volume_with(LayoutKind::RAID10, stores, Some(identity(2)));
     v.fail_member(1, "test");
     let fresh = MemMember::new(MEMBER);
     v.replace_member(1, fresh.clone()).unwrap();
@@ -404,7 +404,7 @@ fn a_rebuild_checkpoint_flushes_the_copied_data_before_the_watermark() {
 #[test]
 fn flush_reaches_only_members_written_since_their_last_flush() {
     let m: Vec<_> = (0..4).map(|_| MemMember::new(MEMBER)).collect();
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     v.write(0, &pattern(4096, 7)).unwrap(); // first stripe unit: pair 0 only
     for mm in &m {
         lock(&mm.ops).clear();
@@ -429,7 +429,7 @@ fn a_latent_read_error_is_served_from_the_mirror_and_rewritten() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let data = pattern(65536, 9);
     v.write(0, &data).unwrap();
     v.write(65536 * 2, &data).unwrap();
@@ -459,7 +459,7 @@ fn a_member_with_too_many_read_errors_is_failed() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let mut buf = vec![0; 512];
     for i in 0..=MAX_READ_ERRORS {
         faulty.add_bad_range(DATA_OFFSET + 4096 * i..DATA_OFFSET + 4096 * i + 512);
@@ -480,7 +480,7 @@ fn a_member_with_too_many_read_errors_is_failed() {
 fn a_rebuild_holds_up_only_the_chunk_it_copies() {
     use std::time::Duration;
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    let v = Arc::new(volume(LayoutKind::RAID10, &m));
     v.write(0, &pattern(4 * 65536, 1)).unwrap();
     v.fail_member(1, "test");
     let fresh = MemMember::new(MEMBER);
@@ -540,7 +540,7 @@ fn scrub_reports_differing_copies_and_repairs_them() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![m[0].clone(), faulty.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     v.write(0, &pattern(MEMBER - DATA_OFFSET as usize, 5))
         .unwrap();
     assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
@@ -569,7 +569,7 @@ fn scrub_reports_differing_copies_and_repairs_them() {
 fn the_periodic_scrub_repairs_a_silent_difference_when_due() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let clock = Arc::new(VirtualClock::new());
-    let v = volume_clocked(LayoutKind::Raid10, dyn_stores(&m), None, clock.clone()).with_integrity(
+    let v = volume_clocked(LayoutKind::RAID10, dyn_stores(&m), None, clock.clone()).with_integrity(
         IntegritySettings {
             scrub_interval_s: Some(3600.0),
             ..IntegritySettings::default()
@@ -609,7 +609,7 @@ fn a_disk_spun_down_with_nothing_dirty_gets_no_flush() {
     );
     let clock = Arc::new(VirtualClock::new());
     let layout =
-        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+        layout::build(LayoutKind::SINGLE, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
     let store: Arc<dyn Member> = m[0].clone();
     let v = Volume::new(
         "sd",
@@ -640,7 +640,7 @@ fn bad_blocks_on_both_copies_are_corrected_block_by_block() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let f1 = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let data = pattern(65536, 6);
     v.write(0, &data).unwrap();
     // Every even block is bad on member 0, every odd one on member 1: each block has one
@@ -674,7 +674,7 @@ fn a_block_no_copy_can_read_fails_the_request_but_no_member() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let f1 = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     v.write(0, &pattern(65536, 4)).unwrap();
     f0.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
     f1.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
@@ -694,7 +694,7 @@ fn a_latent_error_on_the_first_mirror_does_not_stop_a_resync() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), m[1].clone()];
     let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
-    let v = volume_with(LayoutKind::Raid10, stores, None).with_write_intent(WriteIntent::new(
+    let v = volume_with(LayoutKind::RAID10, stores, None).with_write_intent(WriteIntent::new(
         bitmap,
         "t",
         65536,
