@@ -18,6 +18,7 @@ pub mod member;
 pub mod memory_lock;
 pub mod metrics;
 pub mod metrics_http;
+pub mod parity;
 pub mod policy;
 pub mod power_state;
 pub mod profile;
