@@ -7,6 +7,7 @@
 
 mod mirror;
 mod raid10;
+mod raid56;
 mod registry;
 mod single;
 
@@ -15,10 +16,12 @@ use std::fmt;
 use thiserror::Error;
 
 pub use raid10::Raid10;
+pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
 pub use single::Single;
 
 use crate::clock::Seconds;
+use crate::parity::Level;
 use crate::service_model::IoKind;
 
 #[derive(Debug, Error, PartialEq)]
@@ -57,13 +60,37 @@ pub struct MemberIo {
 }
 
 /// A computation between the read and the write phase (parity, reconstruction). The engine
-/// runs them in order on the plan's buffers.
+/// runs them in order on the plan's buffers (`crate::parity` does the arithmetic).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compute {
-    /// `into` = XOR of `sources`, `len` bytes each.
-    Xor {
-        sources: Vec<Buf>,
-        into: Buf,
+    Copy {
+        from: Buf,
+        to: Buf,
+        len: u64,
+    },
+    /// P (and Q) of the data chunks `data` (in data-index order).
+    Syndrome {
+        data: Vec<Buf>,
+        p: Buf,
+        q: Option<Buf>,
+        len: u64,
+    },
+    /// Read-modify-write: data index `index` changes from `old` to `new`; P and Q (when
+    /// kept) hold the old parity of the same bytes and become the new one.
+    Delta {
+        index: usize,
+        old: Buf,
+        new: Buf,
+        p: Option<Buf>,
+        q: Option<Buf>,
+        len: u64,
+    },
+    /// Rebuild the chunks `lost` (indices into `chunks`: the data chunks, then P, then Q)
+    /// in place from the others.
+    Reconstruct {
+        level: Level,
+        chunks: Vec<Buf>,
+        lost: Vec<usize>,
         len: u64,
     },
 }

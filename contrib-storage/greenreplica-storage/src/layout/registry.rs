@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{LayoutError, Personality, Raid10, Single};
+use super::{LayoutError, Personality, Raid10, Raid56, Single};
+use crate::parity::Level;
 
 /// The shape of a volume as configured.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +51,18 @@ pub static REGISTRY: &[Registration] = &[
         check: Raid10::check,
         build: |s| Ok(Box::new(Raid10::new(s)?)),
     },
+    Registration {
+        name: "raid5",
+        default_members: 3,
+        check: Raid56::check5,
+        build: |s| Ok(Box::new(Raid56::new(Level::Raid5, s)?)),
+    },
+    Registration {
+        name: "raid6",
+        default_members: 4,
+        check: Raid56::check6,
+        build: |s| Ok(Box::new(Raid56::new(Level::Raid6, s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -59,6 +72,8 @@ pub struct LayoutKind(&'static Registration);
 impl LayoutKind {
     pub const SINGLE: LayoutKind = LayoutKind(&REGISTRY[0]);
     pub const RAID10: LayoutKind = LayoutKind(&REGISTRY[1]);
+    pub const RAID5: LayoutKind = LayoutKind(&REGISTRY[2]);
+    pub const RAID6: LayoutKind = LayoutKind(&REGISTRY[3]);
 
     pub fn name(self) -> &'static str {
         self.0.name
@@ -161,6 +176,8 @@ mod tests {
         }
         assert_eq!(LayoutKind::SINGLE.name(), "single");
         assert_eq!(LayoutKind::RAID10.name(), "raid10");
+        assert_eq!(LayoutKind::RAID5.name(), "raid5");
+        assert_eq!(LayoutKind::RAID6.name(), "raid6");
         let err = "raid7".parse::<LayoutKind>().unwrap_err();
         assert!(err.contains("raid10"), "{err}");
     }

@@ -6,9 +6,10 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use super::{Health, Volume, VolumeError, MAX_READ_ERRORS};
+use super::{Health, MemberSlot, Volume, VolumeError, MAX_READ_ERRORS};
 use crate::clock::Seconds;
 use crate::layout::{Buf, Compute, MemberIo, MemberView, Plan};
+use crate::parity;
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
@@ -59,19 +60,84 @@ impl Buffers<'_> {
         bytes.get_mut(at as usize..(at + len) as usize)
     }
 
-    fn compute(&mut self, step: &Compute) -> Option<()> {
+    fn copy_of(&self, buf: Buf, len: u64) -> Result<Vec<u8>, String> {
+        self.get(buf, len)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| format!("{buf:?}+{len} is outside the plan's buffers"))
+    }
+
+    fn put(&mut self, buf: Buf, bytes: &[u8]) -> Result<(), String> {
+        self.get_mut(buf, bytes.len() as u64)
+            .ok_or_else(|| format!("{buf:?}+{} is not a writable buffer", bytes.len()))?
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Run one computation. Inputs are copied out first, so a step may read and write
+    /// buffers that alias (the parity arithmetic wants disjoint slices).
+    fn compute(&mut self, step: &Compute) -> Result<(), String> {
+        let fail = |e: parity::ParityError| e.to_string();
         match step {
-            Compute::Xor { sources, into, len } => {
-                let mut acc = vec![0u8; *len as usize];
-                for &source in sources {
-                    for (a, b) in acc.iter_mut().zip(self.get(source, *len)?) {
-                        *a ^= b;
+            Compute::Copy { from, to, len } => {
+                let bytes = self.copy_of(*from, *len)?;
+                self.put(*to, &bytes)
+            }
+            Compute::Syndrome { data, p, q, len } => {
+                let chunks = data
+                    .iter()
+                    .map(|&b| self.copy_of(b, *len))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+                let mut pb = vec![0u8; *len as usize];
+                match q {
+                    None => parity::compute_p(&refs, &mut pb).map_err(fail)?,
+                    Some(q) => {
+                        let mut qb = vec![0u8; *len as usize];
+                        parity::compute_pq(&refs, &mut pb, &mut qb).map_err(fail)?;
+                        self.put(*q, &qb)?;
                     }
                 }
-                self.get_mut(*into, *len)?.copy_from_slice(&acc);
+                self.put(*p, &pb)
+            }
+            Compute::Delta {
+                index,
+                old,
+                new,
+                p,
+                q,
+                len,
+            } => {
+                let (old, new) = (self.copy_of(*old, *len)?, self.copy_of(*new, *len)?);
+                if let Some(p) = p {
+                    let mut pb = self.copy_of(*p, *len)?;
+                    parity::update_p(&mut pb, &old, &new).map_err(fail)?;
+                    self.put(*p, &pb)?;
+                }
+                if let Some(q) = q {
+                    let mut qb = self.copy_of(*q, *len)?;
+                    parity::update_q(&mut qb, *index, &old, &new).map_err(fail)?;
+                    self.put(*q, &qb)?;
+                }
+                Ok(())
+            }
+            Compute::Reconstruct {
+                level,
+                chunks,
+                lost,
+                len,
+            } => {
+                let mut bufs = chunks
+                    .iter()
+                    .map(|&b| self.copy_of(b, *len))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+                parity::reconstruct(*level, &mut refs, lost).map_err(fail)?;
+                for &i in lost {
+                    self.put(chunks[i], &bufs[i])?;
+                }
+                Ok(())
             }
         }
-        Some(())
     }
 }
 
@@ -202,9 +268,8 @@ impl Volume {
             }
         }
         for step in &plan.compute {
-            bufs.compute(step).ok_or_else(|| {
-                self.plan_error(format!("plan computes outside its buffers: {step:?}"))
-            })?;
+            bufs.compute(step)
+                .map_err(|e| self.plan_error(format!("plan computation failed: {e}")))?;
         }
         let mut failed = false;
         for io in &plan.writes {
@@ -269,7 +334,12 @@ impl Volume {
                 continue;
             }
             let errors = self.slots[bad].read_errors.fetch_add(1, Ordering::SeqCst) + 1;
-            let sources = self.recover_block(bad, member_offset, block)?;
+            let sources: Vec<usize> = self
+                .recover_block(bad, member_offset, block)?
+                .reads
+                .iter()
+                .map(|io| io.member)
+                .collect();
             if errors > MAX_READ_ERRORS {
                 self.fail_member(
                     bad,
@@ -298,29 +368,45 @@ impl Volume {
         Ok(())
     }
 
-    /// Member `bad`'s bytes at `offset`, recovered without reading it; returns the members
-    /// read.
+    /// Member `bad`'s bytes at `offset`, recovered without reading it (a rebuild, or a
+    /// block the member cannot read); returns the plan that did it. A member that fails to
+    /// serve the recovery is left out and the recovery planned again, as long as the
+    /// personality can do without it.
     pub(super) fn recover_block(
         &self,
         bad: usize,
         offset: u64,
         block: &mut [u8],
-    ) -> Result<Vec<usize>, VolumeError> {
+    ) -> Result<Plan, VolumeError> {
         let len = block.len() as u64;
         let mut views = self.views(self.clock.now());
         views[bad] = MemberView::failed(views[bad].ready_at);
-        let unreadable = || {
+        let unreadable = |why: String| {
             self.plan_error(format!(
-                "member bytes {offset}+{len} (of member {bad}) cannot be read from any copy"
+                "member bytes {offset}+{len} (of member {bad}) cannot be read from any copy: {why}"
             ))
         };
-        let plan = self
-            .layout
-            .recover(bad, offset, len, &views)
-            .map_err(|_| unreadable())?;
-        self.run(&plan, Caller::Read(block), false, self.clock.now())
-            .map_err(|_| unreadable())?;
-        Ok(plan.reads.iter().map(|io| io.member).collect())
+        loop {
+            let plan = self
+                .layout
+                .recover(bad, offset, len, &views)
+                .map_err(|e| unreadable(e.to_string()))?;
+            let errors: Vec<u64> = self.slots.iter().map(MemberSlot::read_errors).collect();
+            match self.run(&plan, Caller::Read(block), false, self.clock.now()) {
+                Ok(_) => return Ok(plan),
+                Err(e) => {
+                    let erring: Vec<usize> = (0..self.slots.len())
+                        .filter(|&m| self.slots[m].read_errors() > errors[m])
+                        .collect();
+                    if erring.is_empty() {
+                        return Err(unreadable(e.to_string()));
+                    }
+                    for m in erring {
+                        views[m] = MemberView::failed(views[m].ready_at);
+                    }
+                }
+            }
+        }
     }
 
     /// Make every acknowledged write durable: flush, in parallel, only the members written

@@ -5,9 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::io::Caller;
 use super::{Health, Span, Volume, VolumeError};
-use crate::layout::MemberView;
 use crate::member::Member;
 use crate::service_model::IoKind;
 use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
@@ -124,10 +122,11 @@ impl Volume {
             .ok_or_else(|| self.member_error(member, "the replacement is gone"))?;
         // The personality says where the member's bytes come from (its mirror, or the rest of
         // its stripes); the replacement itself is not valid here yet.
-        let mut views = self.views(self.clock.now());
-        views[member] = MemberView::failed(views[member].ready_at);
-        let plan = self.layout.recover(member, watermark, len, &views)?;
+        let mut buf = vec![0u8; len as usize];
         let now = self.clock.now();
+        let plan = self
+            .recover_block(member, watermark, &mut buf)
+            .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
         let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
         let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
         let timed = to.emulates_timing()
@@ -139,9 +138,6 @@ impl Volume {
         if timed {
             self.clock.sleep_until(write_done);
         }
-        let mut buf = vec![0u8; len as usize];
-        self.run(&plan, Caller::Read(&mut buf), false, now)
-            .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
         to.write_at(&buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
         slot.unflushed.store(true, Ordering::SeqCst);

@@ -533,4 +533,6 @@ impl Volume {
 }
 
 #[cfg(test)]
+mod layout_props;
+#[cfg(test)]
 mod tests;

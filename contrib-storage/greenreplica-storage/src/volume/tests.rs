@@ -2,107 +2,20 @@ use super::*;
 use crate::clock::VirtualClock;
 use crate::layout;
 use crate::layout::LayoutKind;
+use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
 use crate::superblock::{self, DATA_OFFSET};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
-/// Member storage in memory that can be told to fail.
-#[derive(Debug)]
-struct MemMember {
-    bytes: Mutex<Vec<u8>>,
-    broken: AtomicBool,
-    /// Every write ("w OFFSET") and flush ("f"), in order.
-    ops: Mutex<Vec<String>>,
-    /// When set, a header write (offset 0) announces itself and waits for a go.
-    header_pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
-    /// When set, a read at this offset announces itself and waits for a go (a slow disk).
-    read_pause: Mutex<Option<ReadPause>>,
-}
+pub(super) const MEMBER: usize = (DATA_OFFSET as usize) + (1 << 20);
 
-type ReadPause = (u64, mpsc::Sender<()>, mpsc::Receiver<()>);
-
-impl MemMember {
-    fn new(size: usize) -> Arc<Self> {
-        Arc::new(Self {
-            bytes: Mutex::new(vec![0; size]),
-            broken: AtomicBool::new(false),
-            ops: Mutex::new(Vec::new()),
-            header_pause: Mutex::new(None),
-            read_pause: Mutex::new(None),
-        })
-    }
-
-    fn check(&self) -> std::io::Result<()> {
-        if self.broken.load(Ordering::SeqCst) {
-            Err(std::io::Error::other("injected failure"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Member for MemMember {
-    fn kind(&self) -> crate::member::MemberKind {
-        crate::member::MemberKind::File
-    }
-    fn describe(&self) -> String {
-        "memory".into()
-    }
-    fn size(&self) -> u64 {
-        lock(&self.bytes).len() as u64
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.check()?;
-        let pause = {
-            let mut p = lock(&self.read_pause);
-            if matches!(&*p, Some((at, _, _)) if *at == offset) {
-                p.take()
-            } else {
-                None
-            }
-        };
-        if let Some((_, entered, go)) = pause {
-            entered.send(()).unwrap();
-            go.recv().unwrap();
-        }
-        let b = lock(&self.bytes);
-        buf.copy_from_slice(&b[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.check()?;
-        if offset == 0 {
-            let pause = lock(&self.header_pause).take();
-            if let Some((entered, go)) = pause {
-                entered.send(()).unwrap();
-                go.recv().unwrap();
-            }
-        }
-        lock(&self.ops).push(format!("w {offset}"));
-        // Half now, half after a yield: lets concurrent writers interleave as on a real disk.
-        let half = data.len() / 2;
-        lock(&self.bytes)[offset as usize..offset as usize + half].copy_from_slice(&data[..half]);
-        std::thread::yield_now();
-        lock(&self.bytes)[offset as usize + half..offset as usize + data.len()]
-            .copy_from_slice(&data[half..]);
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.check()?;
-        lock(&self.ops).push("f".into());
-        Ok(())
-    }
-}
-
-const MEMBER: usize = (DATA_OFFSET as usize) + (1 << 20);
-
-fn volume(kind: LayoutKind, members: &[Arc<MemMember>]) -> Volume {
+pub(super) fn volume(kind: LayoutKind, members: &[Arc<MemMember>]) -> Volume {
     volume_with(kind, dyn_stores(members), None)
 }
 
-fn volume_with(
+pub(super) fn volume_with(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
@@ -110,14 +23,33 @@ fn volume_with(
     volume_clocked(kind, stores, identity, Arc::new(VirtualClock::new()))
 }
 
-fn volume_clocked(
+pub(super) fn volume_clocked(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
     clock: Arc<VirtualClock>,
 ) -> Volume {
+    build(kind, stores, identity, clock, 65536)
+}
+
+/// A volume of `kind` with chunk (stripe unit) `chunk` in virtual time.
+pub(super) fn volume_with_chunk(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    chunk: u64,
+) -> Volume {
+    build(kind, stores, None, Arc::new(VirtualClock::new()), chunk)
+}
+
+fn build(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    identity: Option<Superblock>,
+    clock: Arc<VirtualClock>,
+    chunk: u64,
+) -> Volume {
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
-    let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+    let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, chunk).unwrap();
     let slots = stores
         .into_iter()
         .map(|store| {
@@ -134,7 +66,7 @@ fn volume_clocked(
     Volume::new("t", layout, slots, clock, None, identity)
 }
 
-fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+pub(super) fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
     members
         .iter()
         .cloned()
@@ -158,11 +90,11 @@ fn identity(members: usize) -> Superblock {
     }
 }
 
-fn data_of(m: &MemMember) -> Vec<u8> {
+pub(super) fn data_of(m: &MemMember) -> Vec<u8> {
     lock(&m.bytes)[DATA_OFFSET as usize..].to_vec()
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
