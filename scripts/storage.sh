@@ -28,6 +28,10 @@ check)
 		say "storage agent: root integrity tests (kill -9 x20, mirrors compared)"
 		bash tests/integrity-root.sh
 	fi
+	if [ -f tests/raid5-root.sh ]; then
+		say "storage agent: RAID5 under PostgreSQL (a member failed and rebuilt under pgbench)"
+		bash tests/raid5-root.sh
+	fi
 	;;
 *)
 	die "usage: scripts/storage.sh build|check"

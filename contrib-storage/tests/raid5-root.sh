@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Root test of the agent's RAID5 under PostgreSQL (issue 12): a tablespace on a RAID5 volume,
+# pgbench running on it while a member is failed, replaced and rebuilt. PostgreSQL must see no
+# error; afterwards pgbench's balances agree, a table's checksum is what it was, pg_amcheck
+# finds nothing, scrub finds the parity right, and with another member failed (so every read
+# of it is reconstructed through the rebuilt one) the data still verifies.
+# One line per test ("ok - …" / "not ok - …: why"), then "N passed, M failed".
+#
+#   bash contrib-storage/tests/raid5-root.sh                  # as root
+#   GRS_BIN=/path/to/greenreplica-storage bash …              # test a given binary
+set -uo pipefail
+
+. "$(dirname "$0")/lib.sh"
+
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_USER=${PG_USER:-grtest}
+require_root_and_tools "the RAID5 tests" jq losetup mkfs.ext4 runuser fusermount3
+[ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
+id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
+build_agent
+
+WORK=$(mktemp -d /tmp/grs-raid5.XXXXXX)
+chmod 755 "$WORK"
+AGENT_PID=""
+BENCH_PID=""
+SOCK=$WORK/run/control.sock
+MNT=$WORK/mnt/r5
+PGDATA_DIR=$WORK/pgdata
+PGSOCK=$WORK/pgsock
+PGPORT=$((20000 + RANDOM % 20000))
+
+as_pg() { (cd / && runuser -u "$PG_USER" -- "$@"); }
+pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -h "$PGSOCK" -p "$PGPORT" -d postgres -c "$1"; }
+pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s" "$@" >/dev/null; }
+grs() { "$BIN" --socket "$SOCK" "$@"; }
+volume_field() { grs request '{"op":"volume","volume":"r5"}' | jq -r "$1"; }
+
+cleanup() {
+	[ -n "$BENCH_PID" ] && kill -KILL "$BENCH_PID" 2>/dev/null
+	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m immediate 2>/dev/null
+	if [ -n "$AGENT_PID" ]; then
+		kill -TERM "$AGENT_PID" 2>/dev/null
+		for _ in $(seq 1 40); do
+			kill -0 "$AGENT_PID" 2>/dev/null || break
+			sleep 0.25
+		done
+		kill -KILL "$AGENT_PID" 2>/dev/null
+	fi
+	unmount_below "$WORK"
+	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK"/{members,state,run,mnt/r5}
+cat >"$WORK/agent.toml" <<CONF
+[agent]
+socket = "$SOCK"
+state_dir = "$WORK/state"
+runtime_dir = "$WORK/run"
+
+[[volume]]
+name = "r5"
+layout = "raid5"
+chunk_size = 65536
+policy = "always-on"
+rebuild_mb_s = 40
+rebuild_min_mb_s = 10
+[volume.export]
+mount_point = "$MNT"
+owner = "$PG_USER"
+mode = "0700"
+CONF
+for i in 0 1 2; do
+	cat >>"$WORK/agent.toml" <<CONF
+[[volume.member]]
+kind = "file"
+path = "$WORK/members/r5-$i.img"
+size = "160MiB"
+profile = "test-fast"
+CONF
+done
+
+"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
+AGENT_PID=$!
+mounted=0
+for _ in $(seq 1 160); do
+	kill -0 "$AGENT_PID" 2>/dev/null || break
+	if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
+		mounted=1
+		break
+	fi
+	sleep 0.25
+done
+if [ "$mounted" -eq 1 ] && [ "$(volume_field .volume.layout)" = raid5 ]; then
+	pass "the agent serves a 3-member RAID5 volume, mounted"
+else
+	fail "the agent serves a 3-member RAID5 volume, mounted" "$(tail -5 "$WORK/agent.log")"
+	echo "$PASSED passed, $FAILED failed"
+	exit 1
+fi
+
+# The cluster lives outside the volume; its tablespace (every table and index pgbench
+# makes, and the verification table) on the RAID5 volume.
+install -d -o "$PG_USER" -m 0700 "$PGDATA_DIR" "$MNT/ts"
+install -d -o "$PG_USER" -m 0755 "$PGSOCK"
+as_pg "$PG_BIN/initdb" -D "$PGDATA_DIR" -k -A trust --no-sync >"$WORK/initdb.log" 2>&1 ||
+	give_up "initdb failed: $(tail -3 "$WORK/initdb.log")"
+pg_ctl_do start || give_up "PostgreSQL does not start: $(tail -3 "$PGSOCK/pg.log")"
+pg_sql "CREATE TABLESPACE r5 LOCATION '$MNT/ts'" >/dev/null
+pg_sql "CREATE TABLE kept TABLESPACE r5 AS SELECT i, repeat(md5(i::text), 20) AS filler FROM generate_series(1, 20000) i" >/dev/null
+pg_sql "CHECKPOINT" >/dev/null
+kept_sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept")
+if as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -q -s 8 --tablespace=r5 --index-tablespace=r5 postgres >"$WORK/pgbench-init.log" 2>&1; then
+	pass "pgbench initialises its tables in the tablespace on the RAID5 volume"
+else
+	fail "pgbench initialises its tables in the tablespace on the RAID5 volume" "$(tail -3 "$WORK/pgbench-init.log")"
+fi
+
+# pgbench for 40 s; member 1 fails after 6 s, is replaced after 12 s and rebuilds meanwhile.
+# PostgreSQL keeps few buffers and checkpoints every 2 s, and the kernel's caches are dropped
+# as often, so that pages really go to and come from the volume while it is degraded.
+member2_io() { volume_field '.volume.members[2].ledger | "\(.reads) \(.writes)"'; }
+as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -c 4 -j 2 -T 40 postgres >"$WORK/pgbench.log" 2>&1 &
+BENCH_PID=$!
+(
+	while kill -0 "$BENCH_PID" 2>/dev/null; do
+		sleep 2
+		pg_sql "CHECKPOINT" >/dev/null 2>&1
+		echo 3 >/proc/sys/vm/drop_caches
+	done
+) &
+CHURN_PID=$!
+sleep 6
+grs fail-member r5 1 >"$WORK/fail.log" 2>&1
+degraded=$(volume_field '.volume.degraded')
+read -r reads0 writes0 < <(member2_io)
+sleep 6
+read -r reads1 writes1 < <(member2_io)
+grs replace-member r5 1 >"$WORK/replace.log" 2>&1
+replaced=$(volume_field '.volume.members[1].health.health')
+wait "$BENCH_PID"
+bench_rc=$?
+BENCH_PID=""
+wait "$CHURN_PID"
+if [ "$((reads1 - reads0))" -gt 0 ] && [ "$((writes1 - writes0))" -gt 0 ]; then
+	pass "while degraded the volume served reads and writes ($((reads1 - reads0)) reads, $((writes1 - writes0)) writes on member 2)"
+else
+	fail "while degraded the volume served reads and writes" "member 2: reads $reads0 -> $reads1, writes $writes0 -> $writes1"
+fi
+if [ "$degraded" = true ] && { [ "$replaced" = rebuilding ] || [ "$replaced" = in_sync ]; }; then
+	pass "member 1 was failed (volume degraded) and replaced under load"
+else
+	fail "member 1 was failed (volume degraded) and replaced under load" "degraded=$degraded after replace: $replaced ($(cat "$WORK/fail.log" "$WORK/replace.log"))"
+fi
+tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.log" | head -1)
+failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.log")
+if [ "$bench_rc" -eq 0 ] && [ "${failed_tx:-0}" = 0 ] && [ -n "$tps" ] &&
+	! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
+	pass "pgbench ran through the failure and the rebuild without an error ($tps tps)"
+else
+	fail "pgbench ran through the failure and the rebuild without an error" \
+		"rc $bench_rc, failed $failed_tx: $(tail -3 "$WORK/pgbench.log"; grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
+fi
+
+health=""
+for _ in $(seq 1 480); do
+	health=$(volume_field '.volume.members[1].health.health')
+	[ "$health" = in_sync ] && break
+	sleep 0.25
+done
+if [ "$health" = in_sync ] && [ "$(volume_field .volume.degraded)" = false ]; then
+	pass "the replacement is rebuilt to in_sync"
+else
+	fail "the replacement is rebuilt to in_sync" "member 1 is $health: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
+fi
+
+# verify: the table checksum, pgbench's balances and pg_amcheck, with PostgreSQL's buffers
+# and the kernel's caches dropped so that every page is read from the members again.
+verify() { # verify LABEL
+	local label=$1 sum balances amcheck
+	pg_ctl_do stop -m fast
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	pg_ctl_do start
+	sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept" 2>&1)
+	if [ "$sum" = "$kept_sum" ]; then
+		pass "$label: the table written before the failure has the same rows and checksum"
+	else
+		fail "$label: the table written before the failure has the same rows and checksum" "want $kept_sum, got $sum"
+	fi
+	balances=$(pg_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT sum(bbalance) FROM pgbench_branches)
+		AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT sum(tbalance) FROM pgbench_tellers)
+		AND (SELECT sum(tbalance) FROM pgbench_tellers) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)
+		AND (SELECT count(*) FROM pgbench_accounts) = 800000" 2>&1)
+	if [ "$balances" = t ]; then
+		pass "$label: pgbench's balances agree (accounts = branches = tellers = history)"
+	else
+		fail "$label: pgbench's balances agree" "$balances"
+	fi
+	pg_sql "CREATE EXTENSION IF NOT EXISTS amcheck" >/dev/null 2>&1
+	if amcheck=$(as_pg "$PG_BIN/pg_amcheck" -h "$PGSOCK" -p "$PGPORT" -d postgres --heapallindexed 2>&1) && [ -z "$amcheck" ]; then
+		pass "$label: pg_amcheck finds no corruption in tables and indexes"
+	else
+		fail "$label: pg_amcheck finds no corruption" "$(echo "$amcheck" | head -3)"
+	fi
+}
+verify "after the rebuild"
+
+scrub=$(grs scrub r5 --check-only 2>&1)
+if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2>/dev/null | tr '\n' ' ')" = "0 0 " ]; then
+	pass "scrub --check-only finds the parity of every stripe right"
+else
+	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
+fi
+
+# The rebuilt member now has to be right: with member 0 gone, every chunk of member 0 is
+# reconstructed from members 1 and 2.
+grs fail-member r5 0 >/dev/null 2>&1
+if [ "$(volume_field '.volume.members[0].health.health')" = failed ]; then
+	verify "degraded again, member 0 failed"
+else
+	fail "member 0 can be failed after the rebuild" "$(volume_field '.volume.members[0].health')"
+fi
+if ! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
+	pass "PostgreSQL logged no error at any point"
+else
+	fail "PostgreSQL logged no error at any point" "$(grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
+fi
+pg_ctl_do stop -m fast
+
+kill -TERM "$AGENT_PID"
+if wait "$AGENT_PID"; then
+	pass "SIGTERM stops the agent cleanly"
+else
+	fail "SIGTERM stops the agent cleanly" "$(tail -3 "$WORK/agent.log")"
+fi
+AGENT_PID=""
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
