@@ -10,6 +10,7 @@ pub mod control;
 pub mod daemon;
 pub mod drive;
 pub mod export;
+pub mod journal;
 pub mod latency;
 pub mod layout;
 pub mod ledger;
