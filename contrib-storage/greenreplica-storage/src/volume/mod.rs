@@ -8,6 +8,7 @@ mod io;
 mod membership;
 mod range_lock;
 mod resync;
+mod runner;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -32,6 +33,7 @@ pub use bitmap::{
 };
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
+pub use runner::{Finished, Request, Runner};
 
 /// Read errors a member may have (each corrected from its mirror) before it is failed
 /// (MD's max_corr_read_errors).
@@ -311,16 +313,6 @@ impl Volume {
             ));
         }
         done
-    }
-
-    /// Virtual time: the completion time of a request arriving now.
-    pub fn simulate(&self, kind: IoKind, offset: u64, len: u64) -> Result<Seconds, VolumeError> {
-        let now = self.clock.now();
-        Ok(self
-            .schedule(kind, offset, len)?
-            .1
-            .into_iter()
-            .fold(now, f64::max))
     }
 
     /// Real time: wait out the modelled service of the members that emulate a drive.

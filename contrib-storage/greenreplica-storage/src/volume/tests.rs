@@ -32,20 +32,24 @@ pub(super) fn volume_clocked(
     build(kind, stores, identity, clock, 65536)
 }
 
-/// A volume of `kind` with chunk (stripe unit) `chunk` in virtual time.
-pub(super) fn volume_with_chunk(
+/// A volume of `kind` over `members` fresh in-memory members, with chunk (stripe unit)
+/// `chunk`; returns the members too, to look at their bytes.
+pub(super) fn memory_volume(
     kind: LayoutKind,
-    stores: Vec<Arc<dyn Member>>,
+    members: usize,
+    clock: Arc<dyn Clock>,
     chunk: u64,
-) -> Volume {
-    build(kind, stores, None, Arc::new(VirtualClock::new()), chunk)
+) -> (Volume, Vec<Arc<MemMember>>) {
+    let stores: Vec<Arc<MemMember>> = (0..members).map(|_| MemMember::new(MEMBER)).collect();
+    let volume = build(kind, dyn_stores(&stores), None, clock, chunk);
+    (volume, stores)
 }
 
-fn build(
+pub(super) fn build(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
-    clock: Arc<VirtualClock>,
+    clock: Arc<dyn Clock>,
     chunk: u64,
 ) -> Volume {
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
