@@ -2,6 +2,7 @@ use super::*;
 use crate::clock::VirtualClock;
 use crate::layout;
 use crate::layout::LayoutKind;
+use crate::ledger::Ledger;
 use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
@@ -718,4 +719,54 @@ fn raid5_scrub_finds_a_wrong_parity_and_repairs_it() {
     let mut back = vec![0u8; data.len()];
     v.read(0, &mut back).unwrap();
     assert!(back == data);
+}
+
+#[test]
+fn the_status_view_keeps_the_protocol_fields() {
+    let (v, _m) = memory_volume(LayoutKind::RAID5, 3, Arc::new(VirtualClock::new()), 65536);
+    v.fail_member(2, "test");
+    let s = v.status();
+    let keys = |o: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = o.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&s),
+        [
+            "bitmap_dirty_regions",
+            "capacity_bytes",
+            "degraded",
+            "energy_joules",
+            "hints",
+            "last_scrub",
+            "layout",
+            "ledger",
+            "members",
+            "name",
+            "profile",
+            "resync_pending_regions",
+            "state",
+            "stripe_unit"
+        ]
+    );
+    assert_eq!(
+        keys(&s["members"][0]),
+        [
+            "device_power_state",
+            "health",
+            "index",
+            "kind",
+            "ledger",
+            "path",
+            "policy",
+            "profile",
+            "read_errors",
+            "state"
+        ]
+    );
+    assert_eq!(s["layout"], "raid5");
+    assert_eq!(s["degraded"], true);
+    assert_eq!(s["members"][2]["health"]["health"], "failed");
+    assert_eq!(s["capacity_bytes"], v.capacity());
 }
