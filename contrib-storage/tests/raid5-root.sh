@@ -3,18 +3,20 @@
 # pgbench running on it while a member is failed, replaced and rebuilt. PostgreSQL must see no
 # error; afterwards pgbench's balances agree, a table's checksum is what it was, pg_amcheck
 # finds nothing, scrub finds the parity right, and with another member failed (so every read
-# of it is reconstructed through the rebuilt one) the data still verifies.
+# of it is reconstructed through the rebuilt one) the data still verifies. Then the agent is
+# killed (-9) under writers several times: after each restart the resync must leave the
+# parity right, and PostgreSQL's data must still verify.
 # One line per test ("ok - …" / "not ok - …: why"), then "N passed, M failed".
 #
 #   bash contrib-storage/tests/raid5-root.sh                  # as root
-#   GRS_BIN=/path/to/greenreplica-storage bash …              # test a given binary
+#   GRS_BIN=/path/to/greenreplica-storage ROUNDS=3 bash …     # a given binary, fewer crashes
 set -uo pipefail
 
 . "$(dirname "$0")/lib.sh"
 
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_USER=${PG_USER:-grtest}
-require_root_and_tools "the RAID5 tests" jq losetup mkfs.ext4 runuser fusermount3
+require_root_and_tools "the RAID5 tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
 [ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
 id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
 build_agent
@@ -35,6 +37,31 @@ pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o 
 grs() { "$BIN" --socket "$SOCK" "$@"; }
 volume_field() { grs request '{"op":"volume","volume":"r5"}' | jq -r "$1"; }
 
+# Every stripe's parity, checked from the member images themselves (not through the agent's
+# scrub): in a 3-member RAID5 each stripe row holds d0, d1 and d0 ^ d1, so the XOR of the
+# three members' data areas (past the 1 MiB header) is zero everywhere. Filesystem frozen.
+parity_of_images() {
+	fsfreeze -f "$MNT" || return 1
+	python3 - "$WORK"/members/r5-{0,1,2}.img <<'PY'
+import sys
+files = [open(p, "rb") for p in sys.argv[1:]]
+for f in files:
+    f.seek(1 << 20)
+bad = 0
+while True:
+    blocks = [f.read(1 << 20) for f in files]
+    if not blocks[0]:
+        break
+    x = 0
+    for b in blocks:
+        x ^= int.from_bytes(b, "little")
+    bad += x != 0
+sys.exit(1 if bad else 0)
+PY
+	local rc=$?
+	fsfreeze -u "$MNT"
+	return $rc
+}
 cleanup() {
 	[ -n "$BENCH_PID" ] && kill -KILL "$BENCH_PID" 2>/dev/null
 	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m immediate 2>/dev/null
@@ -81,18 +108,31 @@ profile = "test-fast"
 CONF
 done
 
-"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
-AGENT_PID=$!
-mounted=0
-for _ in $(seq 1 160); do
-	kill -0 "$AGENT_PID" 2>/dev/null || break
-	if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
-		mounted=1
-		break
-	fi
-	sleep 0.25
-done
-if [ "$mounted" -eq 1 ] && [ "$(volume_field .volume.layout)" = raid5 ]; then
+start_agent() { # returns once the volume is mounted
+	"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 1 160); do
+		kill -0 "$AGENT_PID" 2>/dev/null || return 1
+		if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
+			return 0
+		fi
+		sleep 0.25
+	done
+	return 1
+}
+
+wait_in_sync() { # wait_in_sync MEMBER: until the member's rebuild is done
+	local health=""
+	for _ in $(seq 1 480); do
+		health=$(volume_field ".volume.members[$1].health.health")
+		[ "$health" = in_sync ] && return 0
+		sleep 0.25
+	done
+	echo "member $1 is $health"
+	return 1
+}
+
+if start_agent && [ "$(volume_field .volume.layout)" = raid5 ]; then
 	pass "the agent serves a 3-member RAID5 volume, mounted"
 else
 	fail "the agent serves a 3-member RAID5 volume, mounted" "$(tail -5 "$WORK/agent.log")"
@@ -163,23 +203,17 @@ else
 		"rc $bench_rc, failed $failed_tx: $(tail -3 "$WORK/pgbench.log"; grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
 fi
 
-health=""
-for _ in $(seq 1 480); do
-	health=$(volume_field '.volume.members[1].health.health')
-	[ "$health" = in_sync ] && break
-	sleep 0.25
-done
-if [ "$health" = in_sync ] && [ "$(volume_field .volume.degraded)" = false ]; then
+if why=$(wait_in_sync 1) && [ "$(volume_field .volume.degraded)" = false ]; then
 	pass "the replacement is rebuilt to in_sync"
 else
-	fail "the replacement is rebuilt to in_sync" "member 1 is $health: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
+	fail "the replacement is rebuilt to in_sync" "$why: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
 fi
 
 # verify: the table checksum, pgbench's balances and pg_amcheck, with PostgreSQL's buffers
 # and the kernel's caches dropped so that every page is read from the members again.
 verify() { # verify LABEL
 	local label=$1 sum balances amcheck
-	pg_ctl_do stop -m fast
+	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m fast
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	pg_ctl_do start
@@ -213,6 +247,11 @@ if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2
 else
 	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
 fi
+if parity_of_images; then
+	pass "the member images agree: every stripe's parity is the XOR of its data"
+else
+	fail "the member images agree: every stripe's parity is the XOR of its data" "some 1 MiB block's XOR is not zero"
+fi
 
 # The rebuilt member now has to be right: with member 0 gone, every chunk of member 0 is
 # reconstructed from members 1 and 2.
@@ -228,6 +267,63 @@ else
 	fail "PostgreSQL logged no error at any point" "$(grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
 fi
 pg_ctl_do stop -m fast
+
+# kill -9 of the agent under writers, ROUNDS times, with every member in sync: after each
+# restart the write-intent bitmap's resync must leave every stripe's parity right (a write in
+# flight at the crash may have reached its data chunk and not its parity, or the reverse).
+ROUNDS=${ROUNDS:-6}
+grs replace-member r5 0 >/dev/null 2>&1
+wait_in_sync 0 >/dev/null || fail "member 0 is rebuilt before the crash rounds" "$(volume_field '.volume.members[0].health')"
+resync_done() {
+	for _ in $(seq 1 240); do
+		[ "$(volume_field '.volume.resync_pending_regions // 0' 2>/dev/null)" = 0 ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+bad_rounds=""
+restarted=1
+for round in $(seq 1 "$ROUNDS"); do
+	writers=()
+	for job in 1 2; do
+		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
+			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		writers+=($!)
+	done
+	fio --ioengine=psync --bs=4k --direct=1 --name=same --filename="$MNT/same" --size=1M \
+		--rw=randwrite --time_based --runtime=30 --randseed="$round" >>"$WORK/writers.log" 2>&1 &
+	writers+=($!)
+	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.5 + (r % 150) / 100 }')"
+	kill -KILL "$AGENT_PID"
+	wait "$AGENT_PID" 2>/dev/null
+	for pid in "${writers[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	for pid in "${writers[@]}"; do wait "$pid" 2>/dev/null; done
+	if ! start_agent; then
+		restarted=0
+		break
+	fi
+	mismatched=$(resync_done && grs scrub r5 --check-only 2>&1 | jq -r '.report.mismatched_chunks' 2>/dev/null)
+	[ "$mismatched" = 0 ] || bad_rounds="$bad_rounds round $round: scrub: ${mismatched:-resync did not finish};"
+	parity_of_images || bad_rounds="$bad_rounds round $round: the member images' XOR is not zero;"
+done
+resyncs=$(grep -c "unclean stop: resyncing" "$WORK/agent.log")
+[ "$resyncs" -ge 1 ] || bad_rounds="$bad_rounds no crash left a region to resync (nothing was tested);"
+if [ "$restarted" -eq 1 ]; then
+	pass "the agent restarts after each of $ROUNDS kill -9 under concurrent writers"
+else
+	fail "the agent restarts after each kill -9" "$(tail -5 "$WORK/agent.log")"
+fi
+if [ "$restarted" -eq 1 ] && [ -z "$bad_rounds" ]; then
+	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub and from the images)"
+else
+	fail "after every restart the resync leaves every stripe's parity right" "$bad_rounds"
+fi
+if [ "$restarted" -eq 1 ]; then
+	rm -f "$MNT"/busy* "$MNT/same"
+	verify "after $ROUNDS crashes"
+	pg_ctl_do stop -m fast
+fi
 
 kill -TERM "$AGENT_PID"
 if wait "$AGENT_PID"; then
