@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Root test of the agent's RAID5 under PostgreSQL (issue 12): a tablespace on a RAID5 volume,
-# pgbench running on it while a member is failed, replaced and rebuilt. PostgreSQL must see no
+# Root test of the agent's RAID5 (or RAID6, LAYOUT=raid6) under PostgreSQL (issue 12): a
+# tablespace on the volume, pgbench running on it while a member (RAID6: two) is failed,
+# replaced and rebuilt. PostgreSQL must see no
 # error; afterwards pgbench's balances agree, a table's checksum is what it was, pg_amcheck
 # finds nothing, scrub finds the parity right, and with another member failed (so every read
 # of it is reconstructed through the rebuilt one) the data still verifies. Then the agent is
@@ -9,19 +10,26 @@
 # One line per test ("ok - …" / "not ok - …: why"), then "N passed, M failed".
 #
 #   bash contrib-storage/tests/raid5-root.sh                  # as root
+#   LAYOUT=raid6 bash contrib-storage/tests/raid5-root.sh     # RAID6 on 4, two members lost
 #   GRS_BIN=/path/to/greenreplica-storage ROUNDS=3 bash …     # a given binary, fewer crashes
 set -uo pipefail
 
 . "$(dirname "$0")/lib.sh"
 
+LAYOUT=${LAYOUT:-raid5}
+case "$LAYOUT" in
+raid5) MEMBERS=3 LOST="1" AGAIN="0" ;;       # members failed under load, then after the rebuild
+raid6) MEMBERS=4 LOST="1 3" AGAIN="0 2" ;;
+*) echo "LAYOUT must be raid5 or raid6" >&2; exit 2 ;;
+esac
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_USER=${PG_USER:-grtest}
-require_root_and_tools "the RAID5 tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
+require_root_and_tools "the $LAYOUT tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
 [ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
 id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
 build_agent
 
-WORK=$(mktemp -d /tmp/grs-raid5.XXXXXX)
+WORK=$(mktemp -d "/tmp/grs-$LAYOUT.XXXXXX")
 chmod 755 "$WORK"
 AGENT_PID=""
 BENCH_PID=""
@@ -36,11 +44,15 @@ pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -h "$PGSOCK" -p "$PG
 pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s" "$@" >/dev/null; }
 grs() { "$BIN" --socket "$SOCK" "$@"; }
 volume_field() { grs request '{"op":"volume","volume":"r5"}' | jq -r "$1"; }
+members_health() { volume_field "[.volume.members[$(echo "$1" | sed 's/ /,/g')].health.health] | join(\",\")"; }
+times() { printf "$1%.0s" $(seq 1 "$2") | sed 's/,$//'; } # times WORD, N: "WORD,WORD,…"
 
 # Every stripe's parity, checked from the member images themselves (not through the agent's
 # scrub): in a 3-member RAID5 each stripe row holds d0, d1 and d0 ^ d1, so the XOR of the
 # three members' data areas (past the 1 MiB header) is zero everywhere. Filesystem frozen.
+# (RAID6's Q is not an XOR: there only scrub checks.)
 parity_of_images() {
+	[ "$LAYOUT" = raid5 ] || return 0 # callers say so
 	fsfreeze -f "$MNT" || return 1
 	python3 - "$WORK"/members/r5-{0,1,2}.img <<'PY'
 import sys
@@ -88,7 +100,7 @@ runtime_dir = "$WORK/run"
 
 [[volume]]
 name = "r5"
-layout = "raid5"
+layout = "$LAYOUT"
 chunk_size = 65536
 policy = "always-on"
 rebuild_mb_s = 40
@@ -98,7 +110,7 @@ mount_point = "$MNT"
 owner = "$PG_USER"
 mode = "0700"
 CONF
-for i in 0 1 2; do
+for i in $(seq 0 $((MEMBERS - 1))); do
 	cat >>"$WORK/agent.toml" <<CONF
 [[volume.member]]
 kind = "file"
@@ -132,10 +144,10 @@ wait_in_sync() { # wait_in_sync MEMBER: until the member's rebuild is done
 	return 1
 }
 
-if start_agent && [ "$(volume_field .volume.layout)" = raid5 ]; then
-	pass "the agent serves a 3-member RAID5 volume, mounted"
+if start_agent && [ "$(volume_field .volume.layout)" = "$LAYOUT" ]; then
+	pass "the agent serves a $MEMBERS-member $LAYOUT volume, mounted"
 else
-	fail "the agent serves a 3-member RAID5 volume, mounted" "$(tail -5 "$WORK/agent.log")"
+	fail "the agent serves a $MEMBERS-member $LAYOUT volume, mounted" "$(tail -5 "$WORK/agent.log")"
 	echo "$PASSED passed, $FAILED failed"
 	exit 1
 fi
@@ -152,12 +164,13 @@ pg_sql "CREATE TABLE kept TABLESPACE r5 AS SELECT i, repeat(md5(i::text), 20) AS
 pg_sql "CHECKPOINT" >/dev/null
 kept_sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept")
 if as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -q -s 8 --tablespace=r5 --index-tablespace=r5 postgres >"$WORK/pgbench-init.log" 2>&1; then
-	pass "pgbench initialises its tables in the tablespace on the RAID5 volume"
+	pass "pgbench initialises its tables in the tablespace on the $LAYOUT volume"
 else
-	fail "pgbench initialises its tables in the tablespace on the RAID5 volume" "$(tail -3 "$WORK/pgbench-init.log")"
+	fail "pgbench initialises its tables in the tablespace on the $LAYOUT volume" "$(tail -3 "$WORK/pgbench-init.log")"
 fi
 
-# pgbench for 40 s; member 1 fails after 6 s, is replaced after 12 s and rebuilds meanwhile.
+# pgbench for 40 s; the LOST members fail after 6 s, are replaced after 12 s and rebuild
+# meanwhile.
 # PostgreSQL keeps few buffers and checkpoints every 2 s, and the kernel's caches are dropped
 # as often, so that pages really go to and come from the volume while it is degraded.
 member2_io() { volume_field '.volume.members[2].ledger | "\(.reads) \(.writes)"'; }
@@ -172,13 +185,13 @@ BENCH_PID=$!
 ) &
 CHURN_PID=$!
 sleep 6
-grs fail-member r5 1 >"$WORK/fail.log" 2>&1
+for m in $LOST; do grs fail-member r5 "$m" >>"$WORK/fail.log" 2>&1; done
 degraded=$(volume_field '.volume.degraded')
 read -r reads0 writes0 < <(member2_io)
 sleep 6
 read -r reads1 writes1 < <(member2_io)
-grs replace-member r5 1 >"$WORK/replace.log" 2>&1
-replaced=$(volume_field '.volume.members[1].health.health')
+for m in $LOST; do grs replace-member r5 "$m" >>"$WORK/replace.log" 2>&1; done
+replaced=$(members_health "$LOST")
 wait "$BENCH_PID"
 bench_rc=$?
 BENCH_PID=""
@@ -188,10 +201,10 @@ if [ "$((reads1 - reads0))" -gt 0 ] && [ "$((writes1 - writes0))" -gt 0 ]; then
 else
 	fail "while degraded the volume served reads and writes" "member 2: reads $reads0 -> $reads1, writes $writes0 -> $writes1"
 fi
-if [ "$degraded" = true ] && { [ "$replaced" = rebuilding ] || [ "$replaced" = in_sync ]; }; then
-	pass "member 1 was failed (volume degraded) and replaced under load"
+if [ "$degraded" = true ] && ! echo "$replaced" | grep -qvE '^(rebuilding|in_sync)(,(rebuilding|in_sync))*$'; then
+	pass "member(s) $LOST failed (volume degraded) and replaced under load"
 else
-	fail "member 1 was failed (volume degraded) and replaced under load" "degraded=$degraded after replace: $replaced ($(cat "$WORK/fail.log" "$WORK/replace.log"))"
+	fail "member(s) $LOST failed (volume degraded) and replaced under load" "degraded=$degraded after replace: $replaced ($(cat "$WORK/fail.log" "$WORK/replace.log"))"
 fi
 tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.log" | head -1)
 failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.log")
@@ -203,7 +216,9 @@ else
 		"rc $bench_rc, failed $failed_tx: $(tail -3 "$WORK/pgbench.log"; grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
 fi
 
-if why=$(wait_in_sync 1) && [ "$(volume_field .volume.degraded)" = false ]; then
+rebuilt=1
+for m in $LOST; do why=$(wait_in_sync "$m") || rebuilt=0; done
+if [ "$rebuilt" -eq 1 ] && [ "$(volume_field .volume.degraded)" = false ]; then
 	pass "the replacement is rebuilt to in_sync"
 else
 	fail "the replacement is rebuilt to in_sync" "$why: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
@@ -247,19 +262,21 @@ if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2
 else
 	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
 fi
-if parity_of_images; then
+if [ "$LAYOUT" != raid5 ]; then
+	skip "the member images agree: every stripe's parity is the XOR of its data" "RAID6's Q is not an XOR (scrub checked it)"
+elif parity_of_images; then
 	pass "the member images agree: every stripe's parity is the XOR of its data"
 else
 	fail "the member images agree: every stripe's parity is the XOR of its data" "some 1 MiB block's XOR is not zero"
 fi
 
-# The rebuilt member now has to be right: with member 0 gone, every chunk of member 0 is
-# reconstructed from members 1 and 2.
-grs fail-member r5 0 >/dev/null 2>&1
-if [ "$(volume_field '.volume.members[0].health.health')" = failed ]; then
-	verify "degraded again, member 0 failed"
+# The rebuilt members now have to be right: with the AGAIN members gone, every chunk of them is
+# reconstructed from the others, the rebuilt ones among them.
+for m in $AGAIN; do grs fail-member r5 "$m" >/dev/null 2>&1; done
+if [ "$(members_health "$AGAIN")" = "$(times failed, $(echo $AGAIN | wc -w))" ]; then
+	verify "degraded again, member(s) $AGAIN failed"
 else
-	fail "member 0 can be failed after the rebuild" "$(volume_field '.volume.members[0].health')"
+	fail "member(s) $AGAIN can be failed after the rebuild" "$(members_health "$AGAIN")"
 fi
 if ! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
 	pass "PostgreSQL logged no error at any point"
@@ -272,8 +289,10 @@ pg_ctl_do stop -m fast
 # restart the write-intent bitmap's resync must leave every stripe's parity right (a write in
 # flight at the crash may have reached its data chunk and not its parity, or the reverse).
 ROUNDS=${ROUNDS:-6}
-grs replace-member r5 0 >/dev/null 2>&1
-wait_in_sync 0 >/dev/null || fail "member 0 is rebuilt before the crash rounds" "$(volume_field '.volume.members[0].health')"
+for m in $AGAIN; do grs replace-member r5 "$m" >/dev/null 2>&1; done
+for m in $AGAIN; do
+	wait_in_sync "$m" >/dev/null || fail "member $m is rebuilt before the crash rounds" "$(members_health "$m")"
+done
 resync_done() {
 	for _ in $(seq 1 240); do
 		[ "$(volume_field '.volume.resync_pending_regions // 0' 2>/dev/null)" = 0 ] && return 0
@@ -315,7 +334,7 @@ else
 	fail "the agent restarts after each kill -9" "$(tail -5 "$WORK/agent.log")"
 fi
 if [ "$restarted" -eq 1 ] && [ -z "$bad_rounds" ]; then
-	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub and from the images)"
+	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub$([ "$LAYOUT" = raid5 ] && echo ' and from the images'))"
 else
 	fail "after every restart the resync leaves every stripe's parity right" "$bad_rounds"
 fi
@@ -333,5 +352,5 @@ else
 fi
 AGENT_PID=""
 
-echo "$PASSED passed, $FAILED failed"
+echo "$PASSED passed, $FAILED failed$([ "$SKIPPED" -gt 0 ] && echo ", $SKIPPED skipped")"
 [ "$FAILED" -eq 0 ]
