@@ -360,11 +360,12 @@ impl Journal {
 
     /// Buffer a record; returns its sequence number. Not durable until [`Journal::commit`].
     pub fn append(&self, kind: u16, payload: &[u8]) -> Result<u64> {
-        if payload.len() > self.options.max_record_bytes {
+        // The length field has 32 bits whatever the configured limit.
+        let limit = self.options.max_record_bytes.min(u32::MAX as usize);
+        if payload.len() > limit {
             bail!(
-                "journal record of {} bytes is above the limit of {}",
-                payload.len(),
-                self.options.max_record_bytes
+                "journal record of {} bytes is above the limit of {limit}",
+                payload.len()
             );
         }
         let mut p = lock(&self.pending);
@@ -622,9 +623,12 @@ fn read_checkpoint(
             len - CHECKPOINT_HEADER as u64
         )));
     }
-    if h.generation == 0 {
+    // Generation 0 is the log before any checkpoint; numbers near 2^64 cannot come from
+    // counting (and would overflow the next checkpoint or record).
+    if h.generation == 0 || h.generation >= 1 << 62 || h.last_seq >= 1 << 62 {
         return Err(CheckpointRead::Corrupt(format!(
-            "{CHECKPOINT_FILE} has generation 0, which no checkpoint writes"
+            "{CHECKPOINT_FILE} has an implausible generation {} or sequence number {}",
+            h.generation, h.last_seq
         )));
     }
     let mut bytes = vec![0u8; h.len as usize];

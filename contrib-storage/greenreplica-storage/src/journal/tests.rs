@@ -402,3 +402,133 @@ fn concurrent_committers_share_commits_and_lose_nothing() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Random sequences of append, commit, checkpoint, reopen and torn last commits against a
+/// model of what must survive: after every reopen, replay equals the model exactly.
+#[test]
+fn property_random_operations_replay_as_the_model_says() {
+    use crate::parity::test_rng::Rng;
+
+    #[derive(Default)]
+    struct Model {
+        snapshot: Option<Snapshot>,
+        /// Committed records after the snapshot.
+        durable: Vec<Record>,
+        /// Appended, not committed.
+        pending: Vec<Record>,
+        /// How many of `durable`'s last records were the last commit (tearable).
+        last_batch: usize,
+    }
+
+    let dir = scratch("model");
+    let mut rng = Rng(0x0dd_ba11_cafe);
+    let mut model = Model::default();
+    let (mut j, _) = Journal::open(&dir).unwrap();
+    let (mut reopens, mut tears, mut checkpoints) = (0, 0, 0);
+    for step in 0..3000 {
+        match rng.below(20) {
+            0..=9 => {
+                let kind = rng.below(5) as u16;
+                let len = if rng.below(10) == 0 {
+                    rng.below(5000)
+                } else {
+                    rng.below(60)
+                };
+                let payload = rng.bytes(len);
+                let seq = j.append(kind, &payload).unwrap();
+                model.pending.push(Record { seq, kind, payload });
+            }
+            10..=13 => {
+                let durable = j.commit().unwrap();
+                if !model.pending.is_empty() {
+                    model.last_batch = model.pending.len();
+                    model.durable.append(&mut model.pending);
+                }
+                assert_eq!(
+                    durable,
+                    model.durable.last().map_or(j.durable_seq(), |r| r.seq)
+                );
+            }
+            14 => {
+                let len = rng.below(300);
+                let bytes = rng.bytes(len);
+                let last_seq = j.checkpoint(&bytes).unwrap();
+                let expected = model
+                    .pending
+                    .last()
+                    .or(model.durable.last())
+                    .map(|r| r.seq)
+                    .or(model.snapshot.as_ref().map(|s| s.last_seq))
+                    .unwrap_or(0);
+                assert_eq!(last_seq, expected, "step {step}");
+                model.snapshot = Some(Snapshot { last_seq, bytes });
+                model.durable.clear();
+                model.pending.clear();
+                model.last_batch = 0;
+                checkpoints += 1;
+            }
+            15..=17 => {
+                // A crash: the uncommitted records go.
+                drop(j);
+                model.pending.clear();
+                let (nj, replay) = Journal::open(&dir).unwrap();
+                j = nj;
+                reopens += 1;
+                assert_eq!(replay.snapshot, model.snapshot, "step {step}");
+                assert_eq!(replay.records, model.durable, "step {step}");
+                assert_eq!(replay.torn_tail, None);
+            }
+            _ if model.last_batch > 0 => {
+                // A crash in the middle of the last commit's write: cut part of its bytes.
+                drop(j);
+                model.pending.clear();
+                let log = dir.join(log_name(j_generation(&dir)));
+                let batch = &model.durable[model.durable.len() - model.last_batch..];
+                let batch_bytes: usize =
+                    batch.iter().map(|r| RECORD_HEADER + r.payload.len()).sum();
+                let cut = 1 + rng.below(batch_bytes);
+                let len = std::fs::metadata(&log).unwrap().len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&log)
+                    .unwrap()
+                    .set_len(len - cut as u64)
+                    .unwrap();
+                // Records that still end within the file survive.
+                let mut keep_bytes = batch_bytes - cut;
+                let mut kept = 0;
+                for r in batch {
+                    let size = RECORD_HEADER + r.payload.len();
+                    if size > keep_bytes {
+                        break;
+                    }
+                    keep_bytes -= size;
+                    kept += 1;
+                }
+                let drop_from = model.durable.len() - model.last_batch + kept;
+                model.durable.truncate(drop_from);
+                model.last_batch = 0;
+                let (nj, replay) = Journal::open(&dir).unwrap();
+                j = nj;
+                tears += 1;
+                assert_eq!(replay.records, model.durable, "step {step}");
+                assert_eq!(replay.torn_tail.is_some(), keep_bytes > 0, "step {step}");
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        reopens > 50 && tears > 20 && checkpoints > 50,
+        "{reopens} {tears} {checkpoints}"
+    );
+    drop(j);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The generation of the current log, from the checkpoint file (0 without one).
+fn j_generation(dir: &Path) -> u64 {
+    match std::fs::read(dir.join(CHECKPOINT_FILE)) {
+        Ok(b) => u64::from_le_bytes(b[8..16].try_into().unwrap()),
+        Err(_) => 0,
+    }
+}
