@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use super::format::{crc32c, RECORD_HEADER};
 use super::*;
+use crate::sync::lock;
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("grs-journal-{tag}-{}", std::process::id()));
@@ -531,4 +532,31 @@ fn j_generation(dir: &Path) -> u64 {
         Ok(b) => u64::from_le_bytes(b[8..16].try_into().unwrap()),
         Err(_) => 0,
     }
+}
+
+/// After a failed write the journal refuses work (the kernel may have dropped the pages, so
+/// a retry could claim a durability that does not exist); reopening replays what is on disk.
+#[test]
+fn a_failed_write_stops_the_journal_until_it_is_reopened() {
+    let dir = journal_with("broken", 2);
+    let (j, _) = Journal::open(&dir).unwrap();
+    // Swap the log for a read-only descriptor of the same file: the next write fails.
+    lock(&j.log).file = std::fs::File::open(log0(&dir)).unwrap();
+    j.append(1, &payload(3)).unwrap();
+    let err = j.commit().unwrap_err();
+    assert!(
+        format!("{err:#}").contains("cannot write records 3..=3"),
+        "{err:#}"
+    );
+    let err = j.append(1, &payload(4)).unwrap_err();
+    assert!(format!("{err:#}").contains("reopen it"), "{err:#}");
+    assert!(j.commit().is_err());
+    assert!(j.checkpoint(b"x").is_err());
+    assert_eq!(j.durable_seq(), 2);
+    drop(j);
+    let (j, r) = Journal::open(&dir).unwrap();
+    assert_eq!(seqs(&r), vec![1, 2]);
+    assert_eq!(j.append(1, &payload(3)).unwrap(), 3);
+    j.commit().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
