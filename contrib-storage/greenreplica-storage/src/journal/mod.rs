@@ -86,6 +86,7 @@ mod tests;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
@@ -201,6 +202,8 @@ pub struct Journal {
     pending: Mutex<Pending>,
     /// Held while the log is written and synced, and during a checkpoint.
     log: Mutex<LogFile>,
+    /// Commits that wrote and synced the log (fewer than `commit` calls when they share).
+    syncs: AtomicU64,
 }
 
 impl Journal {
@@ -350,6 +353,7 @@ impl Journal {
                 len: scan.valid_end as u64,
                 generation,
             }),
+            syncs: AtomicU64::new(0),
         };
         Ok((journal, replay))
     }
@@ -415,6 +419,11 @@ impl Journal {
         lock(&self.log).len
     }
 
+    /// Log writes with fdatasync since open: one per group of commits that shared it.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
     /// Checkpoints taken over the journal's life.
     pub fn generation(&self) -> u64 {
         lock(&self.log).generation
@@ -472,6 +481,7 @@ impl Journal {
             return Err(e);
         }
         log.len += buf.len() as u64;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         lock(&self.pending).durable_seq = last;
         Ok(last)
     }

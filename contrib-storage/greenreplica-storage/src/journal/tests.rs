@@ -560,3 +560,32 @@ fn a_failed_write_stops_the_journal_until_it_is_reopened() {
     j.commit().unwrap();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Committers queued behind a write in progress share the next one: with the log held,
+/// three threads append and call commit; once it is released, one write and one fdatasync
+/// make all three durable.
+#[test]
+fn committers_queued_behind_a_write_share_one_fdatasync() {
+    let dir = scratch("share");
+    let (j, _) = Journal::open(&dir).unwrap();
+    let j = Arc::new(j);
+    let appended = Arc::new(std::sync::Barrier::new(4));
+    let held = lock(&j.log);
+    let threads: Vec<_> = (0..3u16)
+        .map(|t| {
+            let (j, appended) = (Arc::clone(&j), Arc::clone(&appended));
+            std::thread::spawn(move || {
+                let seq = j.append(t, &payload(t as u64)).unwrap();
+                appended.wait();
+                assert!(j.commit().unwrap() >= seq);
+            })
+        })
+        .collect();
+    appended.wait();
+    drop(held);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!((j.durable_seq(), j.syncs()), (3, 1));
+    std::fs::remove_dir_all(dir).unwrap();
+}
