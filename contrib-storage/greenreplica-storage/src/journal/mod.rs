@@ -44,6 +44,9 @@
 //!   appended since checkpoint g, each with a header checksum and a payload checksum (see
 //!   [`format`] for the bytes).
 //!
+//! The directory is locked (`flock`) while the journal is open: a second opener, in this
+//! process or another, is refused instead of interleaving records.
+//!
 //! # Crash safety
 //!
 //! A checkpoint from generation g to g+1 writes `checkpoint.tmp` and fsyncs it, creates

@@ -80,6 +80,7 @@ fn records_come_back_in_order_with_kind_and_payload() {
     assert_eq!(r.torn_tail, None);
     assert_eq!(j.append(9, b"next").unwrap(), 3, "numbering continues");
     j.commit().unwrap();
+    drop(j);
     let (_, r) = Journal::open(&dir).unwrap();
     assert_eq!(seqs(&r), vec![1, 2, 3]);
     std::fs::remove_dir_all(dir).unwrap();
@@ -352,6 +353,8 @@ fn symlinks_oversized_records_and_snapshots_are_refused() {
         max_log_bytes: 1 << 20,
     };
     let (j, _) = Journal::open_with(&base.join("k"), options).unwrap();
+    let err = Journal::open(&base.join("k")).unwrap_err();
+    assert!(format!("{err:#}").contains("in use"), "one writer: {err:#}");
     assert!(j.append(1, &[0u8; 101]).is_err());
     assert_eq!(j.append(1, &[0u8; 100]).unwrap(), 1);
     assert!(j.checkpoint(&[0u8; 101]).is_err());
