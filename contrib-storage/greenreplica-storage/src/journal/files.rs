@@ -22,6 +22,31 @@ fn cname(name: &str) -> Result<CString> {
     CString::new(name).with_context(|| format!("file name {name:?} contains a NUL byte"))
 }
 
+/// One writer per journal: a second agent (or a restart overlapping the old one) appending
+/// to the same log would interleave records. The lock belongs to the open directory, so a
+/// killed holder releases it. A process forked by this one holds a copy of every descriptor
+/// until it execs (and closes it, O_CLOEXEC), so a just-released lock can look taken for a
+/// moment: wait up to a second before calling the journal busy.
+fn lock_exclusive(fd: &File, path: &Path) -> Result<()> {
+    for attempt in 0..50 {
+        // SAFETY: valid descriptor.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+        if attempt < 49 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    bail!(
+        "journal directory {} is in use by another process",
+        path.display()
+    )
+}
+
 impl JournalDir {
     /// Open `path` as a directory (creating it, mode 0700, if missing); a symlink in its
     /// place is refused.
@@ -53,6 +78,7 @@ impl JournalDir {
         }
         // SAFETY: open returned a new descriptor that nothing else owns.
         let fd = File::from(unsafe { OwnedFd::from_raw_fd(rc) });
+        lock_exclusive(&fd, path)?;
         Ok(Self {
             fd,
             path: path.to_path_buf(),

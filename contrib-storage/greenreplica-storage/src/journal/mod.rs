@@ -44,6 +44,9 @@
 //!   appended since checkpoint g, each with a header checksum and a payload checksum (see
 //!   [`format`] for the bytes).
 //!
+//! The directory is locked (`flock`) while the journal is open: a second opener, in this
+//! process or another, is refused instead of interleaving records.
+//!
 //! # Crash safety
 //!
 //! A checkpoint from generation g to g+1 writes `checkpoint.tmp` and fsyncs it, creates
@@ -86,6 +89,7 @@ mod tests;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
@@ -201,6 +205,8 @@ pub struct Journal {
     pending: Mutex<Pending>,
     /// Held while the log is written and synced, and during a checkpoint.
     log: Mutex<LogFile>,
+    /// Commits that wrote and synced the log (fewer than `commit` calls when they share).
+    syncs: AtomicU64,
 }
 
 impl Journal {
@@ -350,6 +356,7 @@ impl Journal {
                 len: scan.valid_end as u64,
                 generation,
             }),
+            syncs: AtomicU64::new(0),
         };
         Ok((journal, replay))
     }
@@ -360,11 +367,12 @@ impl Journal {
 
     /// Buffer a record; returns its sequence number. Not durable until [`Journal::commit`].
     pub fn append(&self, kind: u16, payload: &[u8]) -> Result<u64> {
-        if payload.len() > self.options.max_record_bytes {
+        // The length field has 32 bits whatever the configured limit.
+        let limit = self.options.max_record_bytes.min(u32::MAX as usize);
+        if payload.len() > limit {
             bail!(
-                "journal record of {} bytes is above the limit of {}",
-                payload.len(),
-                self.options.max_record_bytes
+                "journal record of {} bytes is above the limit of {limit}",
+                payload.len()
             );
         }
         let mut p = lock(&self.pending);
@@ -412,6 +420,11 @@ impl Journal {
     /// Bytes in the current log (a caller checkpoints when this grows large).
     pub fn log_bytes(&self) -> u64 {
         lock(&self.log).len
+    }
+
+    /// Log writes with fdatasync since open: one per group of commits that shared it.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     /// Checkpoints taken over the journal's life.
@@ -471,6 +484,7 @@ impl Journal {
             return Err(e);
         }
         log.len += buf.len() as u64;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         lock(&self.pending).durable_seq = last;
         Ok(last)
     }
@@ -622,9 +636,12 @@ fn read_checkpoint(
             len - CHECKPOINT_HEADER as u64
         )));
     }
-    if h.generation == 0 {
+    // Generation 0 is the log before any checkpoint; numbers near 2^64 cannot come from
+    // counting (and would overflow the next checkpoint or record).
+    if h.generation == 0 || h.generation >= 1 << 62 || h.last_seq >= 1 << 62 {
         return Err(CheckpointRead::Corrupt(format!(
-            "{CHECKPOINT_FILE} has generation 0, which no checkpoint writes"
+            "{CHECKPOINT_FILE} has an implausible generation {} or sequence number {}",
+            h.generation, h.last_seq
         )));
     }
     let mut bytes = vec![0u8; h.len as usize];

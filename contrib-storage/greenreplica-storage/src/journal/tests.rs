@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use super::format::{crc32c, RECORD_HEADER};
 use super::*;
+use crate::sync::lock;
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("grs-journal-{tag}-{}", std::process::id()));
@@ -79,6 +80,7 @@ fn records_come_back_in_order_with_kind_and_payload() {
     assert_eq!(r.torn_tail, None);
     assert_eq!(j.append(9, b"next").unwrap(), 3, "numbering continues");
     j.commit().unwrap();
+    drop(j);
     let (_, r) = Journal::open(&dir).unwrap();
     assert_eq!(seqs(&r), vec![1, 2, 3]);
     std::fs::remove_dir_all(dir).unwrap();
@@ -351,6 +353,8 @@ fn symlinks_oversized_records_and_snapshots_are_refused() {
         max_log_bytes: 1 << 20,
     };
     let (j, _) = Journal::open_with(&base.join("k"), options).unwrap();
+    let err = Journal::open(&base.join("k")).unwrap_err();
+    assert!(format!("{err:#}").contains("in use"), "one writer: {err:#}");
     assert!(j.append(1, &[0u8; 101]).is_err());
     assert_eq!(j.append(1, &[0u8; 100]).unwrap(), 1);
     assert!(j.checkpoint(&[0u8; 101]).is_err());
@@ -400,5 +404,191 @@ fn concurrent_committers_share_commits_and_lose_nothing() {
         let v = u64::from_le_bytes(rec.payload[..8].try_into().unwrap());
         assert_eq!(v / 1000, rec.kind as u64, "payload kept with its kind");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Random sequences of append, commit, checkpoint, reopen and torn last commits against a
+/// model of what must survive: after every reopen, replay equals the model exactly.
+#[test]
+fn property_random_operations_replay_as_the_model_says() {
+    use crate::parity::test_rng::Rng;
+
+    #[derive(Default)]
+    struct Model {
+        snapshot: Option<Snapshot>,
+        /// Committed records after the snapshot.
+        durable: Vec<Record>,
+        /// Appended, not committed.
+        pending: Vec<Record>,
+        /// How many of `durable`'s last records were the last commit (tearable).
+        last_batch: usize,
+    }
+
+    let dir = scratch("model");
+    let mut rng = Rng(0x0dd_ba11_cafe);
+    let mut model = Model::default();
+    let (mut j, _) = Journal::open(&dir).unwrap();
+    let (mut reopens, mut tears, mut checkpoints) = (0, 0, 0);
+    for step in 0..3000 {
+        match rng.below(20) {
+            0..=9 => {
+                let kind = rng.below(5) as u16;
+                let len = if rng.below(10) == 0 {
+                    rng.below(5000)
+                } else {
+                    rng.below(60)
+                };
+                let payload = rng.bytes(len);
+                let seq = j.append(kind, &payload).unwrap();
+                model.pending.push(Record { seq, kind, payload });
+            }
+            10..=13 => {
+                let durable = j.commit().unwrap();
+                if !model.pending.is_empty() {
+                    model.last_batch = model.pending.len();
+                    model.durable.append(&mut model.pending);
+                }
+                assert_eq!(
+                    durable,
+                    model.durable.last().map_or(j.durable_seq(), |r| r.seq)
+                );
+            }
+            14 => {
+                let len = rng.below(300);
+                let bytes = rng.bytes(len);
+                let last_seq = j.checkpoint(&bytes).unwrap();
+                let expected = model
+                    .pending
+                    .last()
+                    .or(model.durable.last())
+                    .map(|r| r.seq)
+                    .or(model.snapshot.as_ref().map(|s| s.last_seq))
+                    .unwrap_or(0);
+                assert_eq!(last_seq, expected, "step {step}");
+                model.snapshot = Some(Snapshot { last_seq, bytes });
+                model.durable.clear();
+                model.pending.clear();
+                model.last_batch = 0;
+                checkpoints += 1;
+            }
+            15..=17 => {
+                // A crash: the uncommitted records go.
+                drop(j);
+                model.pending.clear();
+                let (nj, replay) = Journal::open(&dir).unwrap();
+                j = nj;
+                reopens += 1;
+                assert_eq!(replay.snapshot, model.snapshot, "step {step}");
+                assert_eq!(replay.records, model.durable, "step {step}");
+                assert_eq!(replay.torn_tail, None);
+            }
+            _ if model.last_batch > 0 => {
+                // A crash in the middle of the last commit's write: cut part of its bytes.
+                drop(j);
+                model.pending.clear();
+                let log = dir.join(log_name(j_generation(&dir)));
+                let batch = &model.durable[model.durable.len() - model.last_batch..];
+                let batch_bytes: usize =
+                    batch.iter().map(|r| RECORD_HEADER + r.payload.len()).sum();
+                let cut = 1 + rng.below(batch_bytes);
+                let len = std::fs::metadata(&log).unwrap().len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&log)
+                    .unwrap()
+                    .set_len(len - cut as u64)
+                    .unwrap();
+                // Records that still end within the file survive.
+                let mut keep_bytes = batch_bytes - cut;
+                let mut kept = 0;
+                for r in batch {
+                    let size = RECORD_HEADER + r.payload.len();
+                    if size > keep_bytes {
+                        break;
+                    }
+                    keep_bytes -= size;
+                    kept += 1;
+                }
+                let drop_from = model.durable.len() - model.last_batch + kept;
+                model.durable.truncate(drop_from);
+                model.last_batch = 0;
+                let (nj, replay) = Journal::open(&dir).unwrap();
+                j = nj;
+                tears += 1;
+                assert_eq!(replay.records, model.durable, "step {step}");
+                assert_eq!(replay.torn_tail.is_some(), keep_bytes > 0, "step {step}");
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        reopens > 50 && tears > 20 && checkpoints > 50,
+        "{reopens} {tears} {checkpoints}"
+    );
+    drop(j);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The generation of the current log, from the checkpoint file (0 without one).
+fn j_generation(dir: &Path) -> u64 {
+    match std::fs::read(dir.join(CHECKPOINT_FILE)) {
+        Ok(b) => u64::from_le_bytes(b[8..16].try_into().unwrap()),
+        Err(_) => 0,
+    }
+}
+
+/// After a failed write the journal refuses work (the kernel may have dropped the pages, so
+/// a retry could claim a durability that does not exist); reopening replays what is on disk.
+#[test]
+fn a_failed_write_stops_the_journal_until_it_is_reopened() {
+    let dir = journal_with("broken", 2);
+    let (j, _) = Journal::open(&dir).unwrap();
+    // Swap the log for a read-only descriptor of the same file: the next write fails.
+    lock(&j.log).file = std::fs::File::open(log0(&dir)).unwrap();
+    j.append(1, &payload(3)).unwrap();
+    let err = j.commit().unwrap_err();
+    assert!(
+        format!("{err:#}").contains("cannot write records 3..=3"),
+        "{err:#}"
+    );
+    let err = j.append(1, &payload(4)).unwrap_err();
+    assert!(format!("{err:#}").contains("reopen it"), "{err:#}");
+    assert!(j.commit().is_err());
+    assert!(j.checkpoint(b"x").is_err());
+    assert_eq!(j.durable_seq(), 2);
+    drop(j);
+    let (j, r) = Journal::open(&dir).unwrap();
+    assert_eq!(seqs(&r), vec![1, 2]);
+    assert_eq!(j.append(1, &payload(3)).unwrap(), 3);
+    j.commit().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Committers queued behind a write in progress share the next one: with the log held,
+/// three threads append and call commit; once it is released, one write and one fdatasync
+/// make all three durable.
+#[test]
+fn committers_queued_behind_a_write_share_one_fdatasync() {
+    let dir = scratch("share");
+    let (j, _) = Journal::open(&dir).unwrap();
+    let j = Arc::new(j);
+    let appended = Arc::new(std::sync::Barrier::new(4));
+    let held = lock(&j.log);
+    let threads: Vec<_> = (0..3u16)
+        .map(|t| {
+            let (j, appended) = (Arc::clone(&j), Arc::clone(&appended));
+            std::thread::spawn(move || {
+                let seq = j.append(t, &payload(t as u64)).unwrap();
+                appended.wait();
+                assert!(j.commit().unwrap() >= seq);
+            })
+        })
+        .collect();
+    appended.wait();
+    drop(held);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!((j.durable_seq(), j.syncs()), (3, 1));
     std::fs::remove_dir_all(dir).unwrap();
 }

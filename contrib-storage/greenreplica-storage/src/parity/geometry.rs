@@ -205,6 +205,28 @@ impl Geometry {
         })
     }
 
+    /// The members of `stripe` in syndrome order — data index 0..k, then P, then Q — the
+    /// order [`super::syndrome::reconstruct`] takes the chunks in.
+    pub fn syndrome_members(&self, stripe: u64) -> Vec<usize> {
+        let p = self.p_member(stripe);
+        let parity = self.level.parity_count();
+        let mut members: Vec<usize> = (0..self.data_per_stripe())
+            .map(|d| (p + parity + d) % self.members)
+            .collect();
+        members.extend(self.parity_members(stripe));
+        members
+    }
+
+    /// The position of `member` in [`Geometry::syndrome_members`] of `stripe`: its data
+    /// index, k for P, k + 1 for Q.
+    pub fn syndrome_index(&self, stripe: u64, member: usize) -> Result<usize, ParityError> {
+        Ok(match self.member_role(stripe, member)? {
+            MemberRole::Data(d) => d,
+            MemberRole::P => self.data_per_stripe(),
+            MemberRole::Q => self.data_per_stripe() + 1,
+        })
+    }
+
     /// Where volume byte `offset` lives.
     pub fn locate(&self, offset: u64) -> Result<Location, ParityError> {
         if offset >= self.capacity() {
@@ -449,6 +471,13 @@ mod tests {
                     }
                 }
                 for s in 0..g.stripes() {
+                    let order = g.syndrome_members(s);
+                    for (i, &m) in order.iter().enumerate() {
+                        assert_eq!(g.syndrome_index(s, m).unwrap(), i);
+                    }
+                    let k = g.data_per_stripe();
+                    assert_eq!(order[k], g.p_member(s));
+                    assert_eq!(order.get(k + 1).copied(), g.q_member(s));
                     let mut owners: Vec<usize> = g.parity_members(s);
                     for d in 0..g.data_per_stripe() {
                         owners.push(g.data_member(s, d).unwrap());
@@ -534,5 +563,6 @@ mod tests {
         assert!(g.resolve(0, g.member_data_bytes()).is_err());
         assert!(g.data_member(0, 3).is_err());
         assert!(g.member_role(0, 9).is_err());
+        assert!(g.syndrome_index(0, 4).is_err());
     }
 }

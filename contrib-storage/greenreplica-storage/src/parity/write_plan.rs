@@ -9,10 +9,11 @@
 //!   P and Q from the whole new stripe ([`super::syndrome::compute_pq`]).
 //!
 //! MD's `handle_stripe_dirtying` counts the chunks each way would pre-read and takes RMW
-//! only when it reads strictly fewer (a tie goes to RCW). A member that cannot be read
-//! makes a way impossible, as in MD, with one refinement MD reaches through its
-//! compute-block path: a degraded RCW whose failed member holds a chunk it needs reads
-//! every surviving member and reconstructs that chunk first.
+//! only when it reads strictly fewer (a tie goes to RCW). A chunk on a failed member
+//! cannot be read: RMW is impossible if it needs one, and RCW then needs that chunk
+//! reconstructed first (MD's compute-block path), reading every surviving member. Like MD,
+//! which charges an unreadable chunk twice the member count, a reconstructing RCW is chosen
+//! only when RMW is impossible.
 //!
 //! The plan is per chunk ("column"). A caller working at a finer grain (MD works per 4 KiB
 //! row of a stripe) applies it per row with the coverage of that row; the members to read
@@ -141,7 +142,10 @@ pub fn plan_write(
         rcw_reads = (0..n).filter(|&m| alive(m)).collect();
     }
 
-    let mut plan = if rmw_possible && rmw_reads.len() < rcw_reads.len() {
+    // MD charges an unreadable chunk 2·members, so it reconstructs only when RMW cannot be
+    // done; RMW never reads more then (it reads a subset of the survivors).
+    let rmw_wins = rmw_possible && (rmw_reads.len() < rcw_reads.len() || !reconstruct.is_empty());
+    let mut plan = if rmw_wins {
         WritePlan {
             strategy: WriteStrategy::ReadModifyWrite,
             reads: rmw_reads,
@@ -226,7 +230,14 @@ mod tests {
         // An untouched chunk is gone: RMW still works and reads less.
         let p = plan_write(&g, 0, &[Full, Untouched, Untouched, Untouched], &[3]).unwrap();
         assert_eq!((p.strategy, p.reads), (Rmw, vec![0, 4]));
-        // RCW would need the lost chunk: reconstruct it from every survivor.
+        // RCW would need the lost untouched chunk rebuilt; RMW reads no more: RMW (as MD).
+        let p = plan_write(&g, 0, &[Full, Full, Full, Untouched], &[3]).unwrap();
+        assert_eq!(
+            (p.strategy, p.reads, p.reconstruct),
+            (Rmw, vec![0, 1, 2, 4], vec![])
+        );
+        // RMW impossible (a written chunk's member is gone) and RCW needs a lost chunk's
+        // old contents: reconstruct it from every survivor.
         let p = plan_write(&g, 0, &[Full, Full, Full, Partial], &[3]).unwrap();
         assert_eq!((p.strategy, p.reads.clone()), (Rcw, vec![0, 1, 2, 4]));
         assert_eq!(p.reconstruct, vec![3]);
