@@ -13,7 +13,7 @@ use super::{
     Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
 };
 use crate::parity::{
-    self, plan_write, ChunkPiece, Coverage, Geometry, Level, MemberRole, ParityError, StripeRange,
+    self, plan_write, ChunkPiece, Coverage, Geometry, Level, ParityError, StripeRange,
     WriteStrategy,
 };
 use crate::service_model::IoKind;
@@ -135,32 +135,6 @@ impl Raid56 {
         self.geometry.data_per_stripe()
     }
 
-    /// The member of syndrome index `i` (data 0..k, then P, then Q) in `stripe`.
-    fn member_at(&self, stripe: u64, i: usize) -> Result<usize, ParityError> {
-        let k = self.k();
-        if i < k {
-            self.geometry.data_member(stripe, i)
-        } else {
-            self.geometry
-                .parity_members(stripe)
-                .get(i - k)
-                .copied()
-                .ok_or(ParityError::NoSuchChunk {
-                    index: i,
-                    chunks: k + self.level().parity_count(),
-                })
-        }
-    }
-
-    /// Syndrome index of `member` in `stripe`.
-    fn index_of(&self, stripe: u64, member: usize) -> Result<usize, ParityError> {
-        Ok(match self.geometry.member_role(stripe, member)? {
-            MemberRole::Data(d) => d,
-            MemberRole::P => self.k(),
-            MemberRole::Q => self.k() + 1,
-        })
-    }
-
     fn chunks(&self) -> usize {
         self.k() + self.level().parity_count()
     }
@@ -184,8 +158,12 @@ impl Raid56 {
     ) -> Result<Option<Vec<Buf>>, LayoutError> {
         let mut bufs = Vec::with_capacity(self.chunks());
         let mut lost = Vec::new();
-        for i in 0..self.chunks() {
-            let m = self.member_at(row.stripe, i).map_err(Self::internal)?;
+        for (i, m) in self
+            .geometry
+            .syndrome_members(row.stripe)
+            .into_iter()
+            .enumerate()
+        {
             let s = Buf::Scratch(b.scratch(row.len), 0);
             if views[m].holds(row.start, row.len) {
                 b.read(m, row.start, row.len, s);
@@ -406,16 +384,18 @@ impl Raid56 {
                 // The whole row of every chunk (read, reconstructed, or about to be
                 // replaced), the new data laid over it, parity from all of it.
                 let bufs: Vec<Buf> = if wp.reconstruct.is_empty() {
-                    (0..self.chunks())
-                        .map(|i| {
+                    self.geometry
+                        .syndrome_members(row.stripe)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, m)| {
                             let s = Buf::Scratch(b.scratch(row.len), 0);
                             if i < self.k() && coverage[i] != Coverage::Full {
-                                let m = self.member_at(row.stripe, i).map_err(Self::internal)?;
                                 b.read(m, row.start, row.len, s);
                             }
-                            Ok(s)
+                            s
                         })
-                        .collect::<Result<_, LayoutError>>()?
+                        .collect()
                 } else {
                     self.reconstruct_row(b, row, views)?.ok_or_else(no_copy)?
                 };
@@ -477,8 +457,8 @@ impl Raid56 {
         let mut chunks: Vec<Vec<u8>> = vec![vec![0u8; row.len as usize]; self.chunks()];
         let mut lost = Vec::new();
         let mut targets = Vec::new();
-        for i in 0..self.chunks() {
-            let m = self.member_at(row.stripe, i).map_err(|e| e.to_string())?;
+        let members = self.geometry.syndrome_members(row.stripe);
+        for (i, &m) in members.iter().enumerate() {
             let copy = group.iter().find(|c| c.member == m);
             if copy.is_some() {
                 targets.push(i);
@@ -520,7 +500,7 @@ impl Raid56 {
         .map_err(|e| e.to_string())?;
         for i in targets {
             if lost.contains(&i) || chunks[i] != before[i] {
-                let m = self.member_at(row.stripe, i).map_err(|e| e.to_string())?;
+                let m = members[i];
                 match out.rewrites.iter_mut().find(|(rm, _)| *rm == m) {
                     Some((_, bytes)) => bytes[range.clone()].copy_from_slice(&chunks[i]),
                     None => {
@@ -628,7 +608,8 @@ impl Personality for Raid56 {
                 ));
             };
             let i = self
-                .index_of(row.stripe, member)
+                .geometry
+                .syndrome_index(row.stripe, member)
                 .map_err(|e| unrecoverable(e.to_string()))?;
             b.plan.compute.push(Compute::Copy {
                 from: bufs[i],
