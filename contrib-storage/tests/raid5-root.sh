@@ -120,19 +120,6 @@ profile = "test-fast"
 CONF
 done
 
-start_agent() { # returns once the volume is mounted
-	"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
-	AGENT_PID=$!
-	for _ in $(seq 1 160); do
-		kill -0 "$AGENT_PID" 2>/dev/null || return 1
-		if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
-			return 0
-		fi
-		sleep 0.25
-	done
-	return 1
-}
-
 wait_in_sync() { # wait_in_sync MEMBER: until the member's rebuild is done
 	local health=""
 	for _ in $(seq 1 480); do
@@ -144,7 +131,7 @@ wait_in_sync() { # wait_in_sync MEMBER: until the member's rebuild is done
 	return 1
 }
 
-if start_agent && [ "$(volume_field .volume.layout)" = "$LAYOUT" ]; then
+if start_mounted_agent && [ "$(volume_field .volume.layout)" = "$LAYOUT" ]; then
 	pass "the agent serves a $MEMBERS-member $LAYOUT volume, mounted"
 else
 	fail "the agent serves a $MEMBERS-member $LAYOUT volume, mounted" "$(tail -5 "$WORK/agent.log")"
@@ -295,7 +282,7 @@ for m in $AGAIN; do
 done
 resync_done() {
 	for _ in $(seq 1 240); do
-		[ "$(volume_field '.volume.resync_pending_regions // 0' 2>/dev/null)" = 0 ] && return 0
+		[ "$(volume_field '.volume.resync_pending_regions' 2>/dev/null)" = 0 ] && return 0
 		sleep 0.25
 	done
 	return 1
@@ -318,7 +305,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	wait "$AGENT_PID" 2>/dev/null
 	for pid in "${writers[@]}"; do kill -KILL "$pid" 2>/dev/null; done
 	for pid in "${writers[@]}"; do wait "$pid" 2>/dev/null; done
-	if ! start_agent; then
+	if ! start_mounted_agent; then
 		restarted=0
 		break
 	fi
