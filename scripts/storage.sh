@@ -28,6 +28,12 @@ check)
 		say "storage agent: root integrity tests (kill -9 x20, mirrors compared)"
 		bash tests/integrity-root.sh
 	fi
+	if [ -f tests/raid5-root.sh ]; then
+		say "storage agent: RAID5 under PostgreSQL (a member failed and rebuilt under pgbench, kill -9 x6)"
+		bash tests/raid5-root.sh
+		say "storage agent: RAID6 under PostgreSQL (two members failed and rebuilt, kill -9 x3)"
+		LAYOUT=raid6 ROUNDS=3 bash tests/raid5-root.sh
+	fi
 	;;
 *)
 	die "usage: scripts/storage.sh build|check"

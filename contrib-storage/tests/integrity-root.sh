@@ -68,23 +68,10 @@ CONF
 
 grs() { "$BIN" --socket "$SOCK" "$@"; }
 
-start_agent() { # returns once the volume is mounted
-	"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
-	AGENT_PID=$!
-	for _ in $(seq 1 160); do
-		kill -0 "$AGENT_PID" 2>/dev/null || return 1
-		if grs volumes >/dev/null 2>&1 && findmnt -n "$MNT" >/dev/null; then
-			return 0
-		fi
-		sleep 0.25
-	done
-	return 1
-}
-
 resync_done() { # waits until the agent reports no region left to resync
 	local pending
 	for _ in $(seq 1 240); do
-		pending=$(grs request '{"op":"volume","volume":"int"}' 2>/dev/null | jq -r '.volume.resync_pending_regions // 0')
+		pending=$(grs request '{"op":"volume","volume":"int"}' 2>/dev/null | jq -r '.volume.resync_pending_regions')
 		[ "$pending" = "0" ] && return 0
 		sleep 0.25
 	done
@@ -117,13 +104,13 @@ restart_with_read_errors() {
 	wait "$AGENT_PID"
 	cp "$WORK/agent.toml" "$WORK/agent.toml.orig"
 	cp "$WORK/faulty.toml" "$WORK/agent.toml"
-	start_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
+	start_mounted_agent || fail "the agent starts with injected read errors" "$(tail -3 "$WORK/agent.log")"
 	cp "$WORK/agent.toml.orig" "$WORK/agent.toml"
 }
 
 FIO_COMMON=(--ioengine=psync --bs=16k --verify=crc32c --verify_state_save=0 --randseed=11 --group_reporting --minimal)
 
-if ! start_agent; then
+if ! start_mounted_agent; then
 	fail "the agent starts" "$(tail -5 "$WORK/agent.log")"
 	echo "$PASSED passed, $FAILED failed"
 	exit 1
@@ -158,7 +145,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
 	for pid in "${WRITERS[@]}"; do wait "$pid" 2>/dev/null; done
 	WRITERS=()
-	if ! start_agent; then
+	if ! start_mounted_agent; then
 		restart_failures=$((restart_failures + 1))
 		echo "round $round: restart failed" >>"$WORK/diverged"
 		break

@@ -66,3 +66,23 @@ unmount_below() {
 	awk -v w="$dir" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null; done
 }
+
+# start_mounted_agent: run "$BIN" serve with $WORK/agent.toml (log: $WORK/agent.log), AGENT_PID its
+# pid; returns once this agent has mounted its volumes ("agent ready") and $MNT is mounted.
+start_mounted_agent() {
+	# (A mount left by a killed agent is still there when the next one starts: findmnt alone
+	# would return before the new agent has checked and mounted the filesystem.)
+	local ready_before
+	ready_before=$(grep -c "agent ready" "$WORK/agent.log" 2>/dev/null)
+	"$BIN" serve --config "$WORK/agent.toml" >>"$WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 1 240); do
+		kill -0 "$AGENT_PID" 2>/dev/null || return 1
+		if [ "$(grep -c "agent ready" "$WORK/agent.log")" -gt "${ready_before:-0}" ] &&
+			findmnt -n "$MNT" >/dev/null; then
+			return 0
+		fi
+		sleep 0.25
+	done
+	return 1
+}

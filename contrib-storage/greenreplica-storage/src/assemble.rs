@@ -313,7 +313,7 @@ pub fn assemble(
                     layout.member_data_bytes()
                 );
             }
-            let has_mirror = layout.mirror_of(0).is_some();
+            let has_mirror = layout.redundant();
             let healths = headers
                 .iter()
                 .map(|h| member_health(h, &reference, has_mirror))
@@ -373,7 +373,7 @@ pub fn assemble(
     let volume_id = identity.volume_id.clone();
     let mut volume = Volume::new(name, layout, slots, clock, recorder, Some(identity))
         .with_integrity(spec.integrity.clone());
-    if volume.layout().mirror_of(0).is_some() {
+    if volume.layout().redundant() {
         let intent = open_write_intent(spec, state_dir, &volume_id, member_data_bytes, was_clean)?;
         volume = volume.with_write_intent(intent);
     }
@@ -432,9 +432,9 @@ mod tests {
         VolumeSpec {
             name: "v".into(),
             layout: if members == 1 {
-                LayoutKind::Single
+                LayoutKind::SINGLE
             } else {
-                LayoutKind::Raid10
+                LayoutKind::RAID10
             },
             stripe_unit: 65536,
             policy: PolicySpec::AlwaysOn,

@@ -199,7 +199,8 @@ pub struct ExportConfig {
 pub struct VolumeConfig {
     pub name: String,
     pub layout: LayoutKind,
-    #[serde(default = "default_stripe_unit")]
+    /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
+    #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
@@ -231,7 +232,8 @@ pub struct TemplateConfig {
     pub member_kind: MemberKind,
     pub member_size: Size,
     pub profile: String,
-    #[serde(default = "default_stripe_unit")]
+    /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
+    #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
@@ -495,23 +497,8 @@ impl Config {
         stripe_unit: u64,
         rebuild_mb_s: f64,
     ) -> Result<(), ConfigError> {
-        let problem = match layout {
-            LayoutKind::Single if members != 1 => Some(format!(
-                "layout single needs exactly 1 member, got {members}"
-            )),
-            LayoutKind::Raid10 if members < 2 || members % 2 == 1 => Some(format!(
-                "layout raid10 needs an even number of members (at least 2), got {members}"
-            )),
-            _ => None,
-        };
-        if let Some(p) = problem {
-            return Err(self.invalid(key("member"), p));
-        }
-        if layout == LayoutKind::Raid10 && (stripe_unit < 4096 || !stripe_unit.is_power_of_two()) {
-            return Err(self.invalid(
-                key("stripe_unit"),
-                format!("{stripe_unit} must be a power of two >= 4096"),
-            ));
+        if let Err(p) = layout.check(members, stripe_unit) {
+            return Err(self.invalid(key(p.key), p.problem));
         }
         if !(rebuild_mb_s.is_finite() && rebuild_mb_s > 0.0) {
             return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));
@@ -661,6 +648,39 @@ profile = "test-fast"
             "layout = \"raid10\"\nstipe_unit = 4096",
         ));
         assert!(e.contains("stipe_unit"), "{e}");
+    }
+
+    #[test]
+    fn raid5_and_raid6_take_a_chunk_size_and_their_member_counts() {
+        let third = r#"
+[[volume.member]]
+kind = "emulated-hdd"
+path = "/var/lib/grs/data-2.img"
+size = "64MiB"
+profile = "test-fast"
+"#;
+        let three = format!("{MINIMAL}{third}");
+        let raid5 = three.replace(
+            "layout = \"raid10\"",
+            "layout = \"raid5\"\nchunk_size = 131072",
+        );
+        let c = Config::parse(&raid5, "test.toml").unwrap();
+        assert_eq!(c.volumes[0].layout, LayoutKind::RAID5);
+        assert_eq!(c.volumes[0].stripe_unit, 131072);
+        let e = err(&raid5.replace("131072", "12288"));
+        assert!(
+            e.contains("volume[0].stripe_unit") && e.contains("power of two"),
+            "{e}"
+        );
+        let e = err(&MINIMAL.replace("layout = \"raid10\"", "layout = \"raid5\""));
+        assert!(
+            e.contains("volume[0].member") && e.contains("raid5 needs 3"),
+            "{e}"
+        );
+        let e = err(&three.replace("layout = \"raid10\"", "layout = \"raid6\""));
+        assert!(e.contains("raid6 needs 4"), "{e}");
+        let e = err(&MINIMAL.replace("layout = \"raid10\"", "layout = \"raid7\""));
+        assert!(e.contains("raid7") && e.contains("raid5"), "{e}");
     }
 
     #[test]

@@ -127,7 +127,7 @@ enum Command {
         policy: PolicySpec,
         #[arg(long, default_value = "single")]
         layout: LayoutKind,
-        /// Number of members (default: 1 for single, 2 for raid10).
+        /// Number of members (default: the layout's smallest, e.g. 1 for single, 2 for raid10).
         #[arg(long)]
         members: Option<usize>,
         #[arg(long, default_value_t = 65536)]
@@ -138,6 +138,12 @@ enum Command {
         /// Start/stop budget per day for the cooperative policy.
         #[arg(long, default_value_t = DEFAULT_START_STOP_BUDGET)]
         start_stop_budget: u32,
+        /// Commands each drive queues at once (default: the profile's queue.depth).
+        #[arg(long)]
+        queue_depth: Option<usize>,
+        /// fcfs | sstf | c-look | sptf (default: the profile's queue.scheduler).
+        #[arg(long)]
+        scheduler: Option<greenreplica_storage::profile::SchedulerKind>,
     },
 }
 
@@ -290,11 +296,10 @@ fn run(cli: Cli) -> Result<()> {
             stripe_unit,
             disk,
             start_stop_budget,
+            queue_depth,
+            scheduler,
         } => {
-            let members = members.unwrap_or(match layout {
-                LayoutKind::Single => 1,
-                LayoutKind::Raid10 => 2,
-            });
+            let members = members.unwrap_or(layout.default_members());
             let report = replay(&ReplayOptions {
                 trace,
                 profile,
@@ -304,6 +309,8 @@ fn run(cli: Cli) -> Result<()> {
                 stripe_unit,
                 disk,
                 start_stop_budget_per_day: start_stop_budget,
+                queue_depth,
+                scheduler,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

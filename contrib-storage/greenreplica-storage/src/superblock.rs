@@ -152,7 +152,7 @@ mod tests {
         Superblock {
             volume: "v".into(),
             volume_id: new_volume_id(),
-            layout: LayoutKind::Raid10,
+            layout: LayoutKind::RAID10,
             members: 2,
             member_index: 1,
             stripe_unit: 65536,

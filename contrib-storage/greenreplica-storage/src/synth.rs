@@ -26,11 +26,11 @@ pub struct SynthOptions {
     pub seed: u64,
 }
 
-/// xorshift64*: small, fast and good enough for workload shapes.
-struct Rng(u64);
+/// xorshift64*: small, fast and good enough for workload shapes (and test sequences).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -38,7 +38,7 @@ impl Rng {
     }
 
     /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
     }
 }

@@ -1,48 +1,28 @@
-//! Layouts map volume byte ranges onto member byte ranges. RAID10 and a single member are
-//! here; RoLo, QMD, IDO and track-aligned layouts implement the same trait later (they will
-//! override `plan` to redirect writes).
+//! Personalities (Linux MD's model): each layout is one `Personality` that says how volume
+//! bytes sit on its members and how to serve, recover and check them. The engine (`volume`)
+//! executes what a personality plans — reads, then computations on scratch buffers, then
+//! writes — and owns everything shared by all layouts: range and stripe locks, the
+//! write-intent bitmap, member health and generations. A new layout is one file here and one
+//! line in the registry (`registry.rs`).
 
+mod mirror;
 mod raid10;
+mod raid56;
+mod registry;
 mod single;
 
 use std::fmt;
-use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use raid10::Raid10;
+pub use raid56::Raid56;
+pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
 pub use single::Single;
 
 use crate::clock::Seconds;
+use crate::parity::Level;
 use crate::service_model::IoKind;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LayoutKind {
-    Single,
-    Raid10,
-}
-
-impl FromStr for LayoutKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "single" => Ok(LayoutKind::Single),
-            "raid10" => Ok(LayoutKind::Raid10),
-            other => Err(format!("unknown layout {other:?}; use single or raid10")),
-        }
-    }
-}
-
-impl fmt::Display for LayoutKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LayoutKind::Single => "single",
-            LayoutKind::Raid10 => "raid10",
-        })
-    }
-}
 
 #[derive(Debug, Error, PartialEq)]
 pub enum LayoutError {
@@ -52,6 +32,22 @@ pub enum LayoutError {
     NoLiveCopy { offset: u64, end: u64 },
     #[error("volume range {offset}+{len} is beyond the volume size {size}")]
     OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("member {member} bytes {offset}+{len} cannot be recovered: {problem}")]
+    Unrecoverable {
+        member: usize,
+        offset: u64,
+        len: u64,
+        problem: String,
+    },
+}
+
+/// Where the bytes of one member I/O come from or go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buf {
+    /// The caller's buffer at this offset (the data read, or the data to write).
+    Caller(u64),
+    /// A scratch buffer of the plan at this offset (old data, parity, reconstructed chunks).
+    Scratch(usize, u64),
 }
 
 /// One piece of a request on one member.
@@ -60,17 +56,65 @@ pub struct MemberIo {
     pub member: usize,
     pub member_offset: u64,
     pub len: u64,
-    /// Offset of this piece inside the caller's buffer.
-    pub buf_offset: u64,
+    pub buf: Buf,
 }
 
-/// A piece of the volume and every place it is stored.
+/// A computation between the read and the write phase (parity, reconstruction). The engine
+/// runs them in order on the plan's buffers (`crate::parity` does the arithmetic).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Copies {
-    pub buf_offset: u64,
-    pub len: u64,
-    /// (member, member offset) of each copy.
-    pub placements: Vec<(usize, u64)>,
+pub enum Compute {
+    Copy {
+        from: Buf,
+        to: Buf,
+        len: u64,
+    },
+    /// P (and Q) of the data chunks `data` (in data-index order).
+    Syndrome {
+        data: Vec<Buf>,
+        p: Buf,
+        q: Option<Buf>,
+        len: u64,
+    },
+    /// Read-modify-write: data index `index` changes from `old` to `new`; P and Q (when
+    /// kept) hold the old parity of the same bytes and become the new one.
+    Delta {
+        index: usize,
+        old: Buf,
+        new: Buf,
+        p: Option<Buf>,
+        q: Option<Buf>,
+        len: u64,
+    },
+    /// Rebuild the chunks `lost` (indices into `chunks`: the data chunks, then P, then Q)
+    /// in place from the others.
+    Reconstruct {
+        level: Level,
+        chunks: Vec<Buf>,
+        lost: Vec<usize>,
+        len: u64,
+    },
+}
+
+/// What a request becomes: reads (into the caller's buffer or scratch), computations, then
+/// writes (from the caller's buffer or scratch). Phases run in this order; members within a
+/// phase in parallel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Sizes of the scratch buffers the plan uses.
+    pub scratch: Vec<u64>,
+    pub reads: Vec<MemberIo>,
+    pub compute: Vec<Compute>,
+    pub writes: Vec<MemberIo>,
+}
+
+impl Plan {
+    /// Every member I/O of the plan, reads first.
+    pub fn ios(&self) -> impl Iterator<Item = (IoKind, &MemberIo)> {
+        self.reads
+            .iter()
+            .map(|io| (IoKind::Read, io))
+            .chain(self.writes.iter().map(|io| (IoKind::Write, io)))
+    }
 }
 
 /// What a layout needs to know about a member to plan around it.
@@ -92,29 +136,146 @@ impl MemberView {
             ready_at,
         }
     }
+
+    pub fn failed(ready_at: Seconds) -> Self {
+        Self {
+            valid_below: 0,
+            writable: false,
+            ready_at,
+        }
+    }
+
+    pub fn holds(&self, offset: u64, len: u64) -> bool {
+        self.valid_below >= offset + len
+    }
 }
 
-pub trait Layout: Send + Sync + fmt::Debug {
+/// What a member is for (MD keeps the same distinction between data, parity and spares;
+/// later layouts add log, flash and surrogate members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Data,
+    /// Holds data and parity chunks in rotation (RAID5/6).
+    DataAndParity,
+    Parity,
+    Log,
+    Flash,
+    Surrogate,
+    Spare,
+}
+
+/// Member bytes a personality keeps for itself (logs, maps); the engine never plans
+/// foreground I/O there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserved {
+    pub member: usize,
+    pub start: u64,
+    pub len: u64,
+}
+
+/// One member's bytes of a sync unit as read by resync or scrub.
+#[derive(Debug, Clone)]
+pub struct SyncCopy {
+    pub member: usize,
+    /// None: the member is not in sync (its bytes cannot vouch for anything).
+    pub bytes: Option<Vec<u8>>,
+    /// Per `SYNC_BLOCK` of `bytes`: whether it could be read.
+    pub readable: Vec<bool>,
+}
+
+/// Unit of readability in `SyncCopy` (a page: the unit a disk remaps).
+pub const SYNC_BLOCK: u64 = 4096;
+
+/// Verdict of a sync unit: the member bytes to rewrite to make it consistent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reconcile {
+    pub rewrites: Vec<(usize, Vec<u8>)>,
+}
+
+/// A layout. Offsets given to and returned by a personality are data offsets (the engine
+/// adds the header area).
+pub trait Personality: Send + Sync + fmt::Debug {
     fn kind(&self) -> LayoutKind;
     fn member_count(&self) -> usize;
     /// Usable bytes per member (after the layout's rounding).
     fn member_data_bytes(&self) -> u64;
+    /// Chunk (stripe unit) size; 0 for layouts that do not stripe.
     fn stripe_unit(&self) -> u64;
     /// Size of the volume in bytes.
     fn capacity(&self) -> u64;
-    /// Every copy of `offset..offset+len`, split where the placement changes.
-    fn map(&self, offset: u64, len: u64) -> Vec<Copies>;
-    /// The member holding the same bytes at the same offsets, for rebuilds.
-    fn mirror_of(&self, member: usize) -> Option<usize>;
 
-    /// Reads go to the copy that can serve soonest; writes to every writable copy.
+    fn role(&self, _member: usize) -> Role {
+        Role::Data
+    }
+
+    fn reserved(&self) -> Vec<Reserved> {
+        Vec::new()
+    }
+
+    /// Turn a request into a plan. `views` say which members can serve which bytes.
     fn plan(
         &self,
         kind: IoKind,
         offset: u64,
         len: u64,
         views: &[MemberView],
-    ) -> Result<Vec<MemberIo>, LayoutError> {
+    ) -> Result<Plan, LayoutError>;
+
+    /// Called after a plan's writes landed (layouts that redirect writes update their index
+    /// here; the static layouts need nothing).
+    fn complete(&self, _plan: &Plan) {}
+
+    /// A plan that puts member `member`'s bytes `offset..offset+len` into the caller's buffer
+    /// without reading that member: a rebuild, and MD's fix_read_error.
+    fn recover(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError>;
+
+    /// The members whose bytes at the same member offsets depend on each other (a mirror
+    /// pair, a parity stripe). Locks, resync and scrub work per group.
+    fn sync_groups(&self) -> Vec<Vec<usize>>;
+
+    /// Member byte ranges, per sync group (its lowest member), that a request to volume bytes
+    /// `offset..offset+len` must hold: at least the bytes it touches, a whole stripe for
+    /// layouts that read-modify-write parity.
+    fn lock_spans(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64)>;
+
+    /// Resync and scrub: given every live member of a group at member bytes
+    /// `offset..offset+len`, the bytes to rewrite so that the group is consistent again
+    /// (copies equal, parity right). Err: the group cannot be made consistent.
+    fn reconcile(&self, offset: u64, group: &[SyncCopy], len: u64) -> Result<Reconcile, String>;
+
+    /// Every byte is still readable when exactly the members marked true hold valid data.
+    fn survives(&self, valid: &[bool]) -> bool;
+
+    /// When the personality wants to run background work of its own next (destage,
+    /// reclaim); None: it has none. Rebuild, resync and scrub are driven by the engine.
+    fn next_wakeup(&self, _now: Seconds) -> Option<Seconds> {
+        None
+    }
+
+    /// It keeps redundancy: any single member can be lost and rebuilt.
+    fn redundant(&self) -> bool {
+        let n = self.member_count();
+        (0..n).all(|lost| self.survives(&(0..n).map(|m| m != lost).collect::<Vec<_>>()))
+    }
+
+    /// The sync group (its lowest member) that a member belongs to.
+    fn group_of(&self, member: usize) -> usize {
+        self.sync_groups()
+            .into_iter()
+            .find(|g| g.contains(&member))
+            .and_then(|g| g.into_iter().min())
+            .unwrap_or(member)
+    }
+
+    /// Refuse requests beyond the volume.
+    fn check_range(&self, offset: u64, len: u64) -> Result<(), LayoutError> {
         if offset
             .checked_add(len)
             .is_none_or(|end| end > self.capacity())
@@ -125,59 +286,6 @@ pub trait Layout: Send + Sync + fmt::Debug {
                 size: self.capacity(),
             });
         }
-        let mut plan = Vec::new();
-        for piece in self.map(offset, len) {
-            let no_copy = || LayoutError::NoLiveCopy {
-                offset: offset + piece.buf_offset,
-                end: offset + piece.buf_offset + piece.len,
-            };
-            let io = |&(member, member_offset): &(usize, u64)| MemberIo {
-                member,
-                member_offset,
-                len: piece.len,
-                buf_offset: piece.buf_offset,
-            };
-            match kind {
-                IoKind::Read => {
-                    let best = piece
-                        .placements
-                        .iter()
-                        .filter(|(m, off)| views[*m].valid_below >= off + piece.len)
-                        .min_by(|a, b| views[a.0].ready_at.total_cmp(&views[b.0].ready_at))
-                        .ok_or_else(no_copy)?;
-                    plan.push(io(best));
-                }
-                IoKind::Write => {
-                    let before = plan.len();
-                    plan.extend(
-                        piece
-                            .placements
-                            .iter()
-                            .filter(|(m, _)| views[*m].writable)
-                            .map(io),
-                    );
-                    let valid_written = piece.placements.iter().any(|(m, off)| {
-                        views[*m].writable && views[*m].valid_below >= off + piece.len
-                    });
-                    if plan.len() == before || !valid_written {
-                        return Err(no_copy());
-                    }
-                }
-            }
-        }
-        Ok(plan)
+        Ok(())
     }
-}
-
-/// Build a layout from its description.
-pub fn build(
-    kind: LayoutKind,
-    members: usize,
-    member_bytes: u64,
-    stripe_unit: u64,
-) -> Result<Box<dyn Layout>, LayoutError> {
-    Ok(match kind {
-        LayoutKind::Single => Box::new(Single::new(members, member_bytes)?),
-        LayoutKind::Raid10 => Box::new(Raid10::new(members, member_bytes, stripe_unit)?),
-    })
 }

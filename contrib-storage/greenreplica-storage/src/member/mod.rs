@@ -6,6 +6,8 @@ mod blockdev;
 mod command;
 mod faulty;
 mod file;
+#[cfg(test)]
+pub mod memory;
 
 use std::fmt;
 use std::io;

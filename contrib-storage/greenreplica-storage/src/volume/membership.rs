@@ -1,6 +1,5 @@
-//! Membership: failing and replacing members, rebuilding a replacement, and the headers that
-//! record who is in sync. Every health change that the headers record happens under the
-//! `headers` lock together with the generation bump and the header writes.
+//! Membership: failing and replacing members and rebuilding a replacement (the headers that
+//! record who is in sync are written by `identity`, under the same `headers` lock).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,7 +7,7 @@ use std::sync::Arc;
 use super::{Health, Span, Volume, VolumeError};
 use crate::member::Member;
 use crate::service_model::IoKind;
-use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
+use crate::superblock::DATA_OFFSET;
 use crate::sync::{lock, write};
 
 impl Volume {
@@ -24,7 +23,7 @@ impl Volume {
     }
 
     /// Set a member's health to failed; false if it already was (or does not exist).
-    fn mark_failed(&self, member: usize, reason: &str) -> bool {
+    pub(super) fn mark_failed(&self, member: usize, reason: &str) -> bool {
         let Some(slot) = self.slots.get(member) else {
             return false;
         };
@@ -54,19 +53,19 @@ impl Volume {
                 "only a failed member can be replaced (fail it first)",
             ));
         }
-        let source = self.layout.mirror_of(member).ok_or_else(|| {
-            self.member_error(
+        if !self.layout.redundant() {
+            return Err(self.member_error(
                 member,
                 format!(
                     "layout {} keeps no second copy to rebuild from",
                     self.layout.kind()
                 ),
-            )
-        })?;
-        if self.slots[source].health() != Health::InSync {
+            ));
+        }
+        if !self.layout.survives(&self.in_sync()) {
             return Err(self.member_error(
                 member,
-                format!("its mirror, member {source}, is not in sync"),
+                "the members in sync do not hold all of its data (the rest of its group is not in sync)",
             ));
         }
         *write(&slot.store) = Some(store);
@@ -74,7 +73,7 @@ impl Volume {
         *lock(&slot.health) = Health::Rebuilding { watermark: 0 };
         self.bump_generation();
         self.write_headers_locked()?;
-        tracing::info!(volume = %self.name, member, source, "member replaced; rebuild pending");
+        tracing::info!(volume = %self.name, member, "member replaced; rebuild pending");
         Ok(())
     }
 
@@ -108,10 +107,6 @@ impl Volume {
             tracing::info!(volume = %self.name, member, "rebuild complete");
             return Ok(None);
         }
-        let source = self
-            .layout
-            .mirror_of(member)
-            .ok_or_else(|| self.member_error(member, "no mirror to rebuild from"))?;
         let len = chunk.min(end - watermark);
         let _exclusive = self.ranges.acquire(
             &[Span {
@@ -121,21 +116,27 @@ impl Volume {
             }],
             true,
         );
-        let (Some(from), Some(to)) = (self.slots[source].live_store(), slot.live_store()) else {
-            return Err(self.member_error(
-                member,
-                format!("mirror {source} or the replacement is gone"),
-            ));
-        };
+        let to = slot
+            .live_store()
+            .ok_or_else(|| self.member_error(member, "the replacement is gone"))?;
+        // The personality says where the member's bytes come from (its mirror, or the rest of
+        // its stripes); the replacement itself is not valid here yet.
         let mut buf = vec![0u8; len as usize];
         let now = self.clock.now();
-        let read_done = lock(&self.slots[source].drive).submit(now, IoKind::Read, watermark, len);
-        let write_done = lock(&slot.drive).submit(read_done, IoKind::Write, watermark, len);
-        if from.emulates_timing() || to.emulates_timing() {
+        let plan = self
+            .recover_block(member, watermark, &mut buf)
+            .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
+        let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
+        let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
+        let timed = to.emulates_timing()
+            || plan.reads.iter().any(|io| {
+                self.slots[io.member]
+                    .live_store()
+                    .is_some_and(|s| s.emulates_timing())
+            });
+        if timed {
             self.clock.sleep_until(write_done);
         }
-        from.read_at(&mut buf, DATA_OFFSET + watermark)
-            .map_err(|e| self.member_error(source, format!("rebuild read: {e}")))?;
         to.write_at(&buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
         slot.unflushed.store(true, Ordering::SeqCst);
@@ -147,76 +148,5 @@ impl Volume {
             }
         }
         Ok(Some(watermark))
-    }
-
-    fn bump_generation(&self) {
-        if let Some(id) = lock(&self.identity).as_mut() {
-            id.generation += 1;
-        }
-    }
-
-    pub fn identity(&self) -> Option<Superblock> {
-        lock(&self.identity).clone()
-    }
-
-    pub fn set_identity_flags(&self, formatted: bool, clean: bool) -> Result<(), VolumeError> {
-        let _headers = lock(&self.headers);
-        if let Some(id) = lock(&self.identity).as_mut() {
-            id.formatted = formatted;
-            id.clean = clean;
-        }
-        if clean {
-            self.clear_all_intent();
-        }
-        self.write_headers_locked()
-    }
-
-    /// Write the current header to every member that is not failed (a rebuild checkpoint:
-    /// the replacement's data is flushed before the watermark that vouches for it).
-    pub fn persist_headers(&self) -> Result<(), VolumeError> {
-        let _headers = lock(&self.headers);
-        self.write_headers_locked()
-    }
-
-    /// Caller holds `headers`. A member whose header cannot be written is failed, which
-    /// bumps the generation, so the survivors are written again.
-    fn write_headers_locked(&self) -> Result<(), VolumeError> {
-        loop {
-            let Some(identity) = self.identity() else {
-                return Ok(());
-            };
-            let mut failed = Vec::new();
-            for (i, slot) in self.slots.iter().enumerate() {
-                let data = match slot.health() {
-                    Health::InSync => MemberData::InSync,
-                    Health::Rebuilding { watermark } => MemberData::Rebuilding { watermark },
-                    Health::Failed { .. } => continue,
-                };
-                let Some(store) = slot.live_store() else {
-                    continue;
-                };
-                if matches!(data, MemberData::Rebuilding { .. }) {
-                    if let Err(e) = store.flush() {
-                        failed.push((i, format!("flush before a rebuild checkpoint: {e}")));
-                        continue;
-                    }
-                }
-                let header = Superblock {
-                    member_index: i,
-                    data,
-                    ..identity.clone()
-                };
-                if let Err(e) = superblock::write(store.as_ref(), &header) {
-                    failed.push((i, e.to_string()));
-                }
-            }
-            if failed.is_empty() {
-                return self.check_redundancy();
-            }
-            for (i, reason) in failed {
-                self.mark_failed(i, &reason);
-            }
-            self.bump_generation();
-        }
     }
 }

@@ -4,10 +4,14 @@
 //! member storage differ.
 
 mod bitmap;
+mod identity;
 mod io;
 mod membership;
+mod power;
 mod range_lock;
 mod resync;
+mod runner;
+mod status;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -16,10 +20,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::clock::{Clock, Seconds};
-use crate::drive::{Drive, PowerEvent};
+use crate::drive::Drive;
 use crate::latency::Histogram;
-use crate::layout::{Layout, LayoutError, MemberIo, MemberView};
-use crate::ledger::Ledger;
+use crate::layout::{LayoutError, MemberView, Personality, Plan};
 use crate::member::Member;
 use crate::power_state::PowerState;
 use crate::service_model::IoKind;
@@ -32,6 +35,8 @@ pub use bitmap::{
 };
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
+pub use runner::{Finished, Request, Runner};
+pub use status::{MemberStatus, VolumeStatus};
 
 /// Read errors a member may have (each corrected from its mirror) before it is failed
 /// (MD's max_corr_read_errors).
@@ -127,7 +132,7 @@ pub enum SleepOutcome {
 #[derive(Debug)]
 pub struct Volume {
     name: String,
-    layout: Box<dyn Layout>,
+    layout: Box<dyn Personality>,
     slots: Vec<MemberSlot>,
     clock: Arc<dyn Clock>,
     /// Writes hold their member ranges exclusively, reads shared; rebuild, resync and scrub
@@ -153,7 +158,7 @@ pub struct Volume {
 impl Volume {
     pub fn new(
         name: &str,
-        layout: Box<dyn Layout>,
+        layout: Box<dyn Personality>,
         slots: Vec<MemberSlot>,
         clock: Arc<dyn Clock>,
         recorder: Option<TraceRecorder>,
@@ -201,32 +206,22 @@ impl Volume {
         self.intent.as_ref()
     }
 
-    /// Mirror group of a member: the lowest index holding the same bytes.
+    /// Sync group of a member (its lowest member): the members whose bytes depend on each
+    /// other, locked, resynced and scrubbed together.
     fn group_of(&self, member: usize) -> usize {
-        self.layout
-            .mirror_of(member)
-            .map_or(member, |mirror| mirror.min(member))
+        self.layout.group_of(member)
     }
 
-    /// Every mirror group (its lowest member).
-    fn groups(&self) -> Vec<usize> {
-        let mut g: Vec<usize> = (0..self.slots.len()).map(|m| self.group_of(m)).collect();
-        g.dedup();
-        g
-    }
-
-    /// The member ranges, per mirror group, that volume bytes `offset..offset+len` occupy.
+    /// The member ranges, per sync group, that a request to volume bytes
+    /// `offset..offset+len` holds (the personality's stripe locks).
     fn spans_of(&self, offset: u64, len: u64) -> Vec<Span> {
         self.layout
-            .map(offset, len)
-            .iter()
-            .filter_map(|piece| {
-                let &(member, start) = piece.placements.first()?;
-                Some(Span {
-                    group: self.group_of(member),
-                    start,
-                    end: start + piece.len,
-                })
+            .lock_spans(offset, len)
+            .into_iter()
+            .map(|(member, start, end)| Span {
+                group: self.group_of(member),
+                start,
+                end,
             })
             .collect()
     }
@@ -235,7 +230,7 @@ impl Volume {
         &self.name
     }
 
-    pub fn layout(&self) -> &dyn Layout {
+    pub fn layout(&self) -> &dyn Personality {
         self.layout.as_ref()
     }
 
@@ -285,41 +280,50 @@ impl Volume {
             .collect()
     }
 
-    /// Plan a request and queue its pieces on the drive models; returns each piece with
-    /// its modelled completion time.
+    /// Plan a request and queue its member I/O on the drive models: the reads now, the
+    /// writes once the reads they depend on are done. Returns the plan and the modelled
+    /// completion of each of its I/O (reads first, as `Plan::ios`).
     pub fn schedule(
         &self,
         kind: IoKind,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<(MemberIo, Seconds)>, VolumeError> {
+    ) -> Result<(Plan, Vec<Seconds>), VolumeError> {
         let now = self.clock.now();
         let plan = self.layout.plan(kind, offset, len, &self.views(now))?;
-        Ok(plan
-            .into_iter()
-            .map(|io| {
-                let done =
-                    lock(&self.slots[io.member].drive).submit(now, kind, io.member_offset, io.len);
-                (io, done)
-            })
-            .collect())
+        let done = self.submit(&plan, now);
+        Ok((plan, done))
     }
 
-    /// Virtual time: the completion time of a request arriving now.
-    pub fn simulate(&self, kind: IoKind, offset: u64, len: u64) -> Result<Seconds, VolumeError> {
-        let now = self.clock.now();
-        Ok(self
-            .schedule(kind, offset, len)?
-            .iter()
-            .map(|(_, done)| *done)
-            .fold(now, f64::max))
+    /// Queue a plan's I/O on the drive models (reads at `now`, writes after the reads).
+    fn submit(&self, plan: &Plan, now: Seconds) -> Vec<Seconds> {
+        let mut done = Vec::with_capacity(plan.reads.len() + plan.writes.len());
+        for io in &plan.reads {
+            done.push(lock(&self.slots[io.member].drive).submit(
+                now,
+                IoKind::Read,
+                io.member_offset,
+                io.len,
+            ));
+        }
+        let writes_at = done.iter().copied().fold(now, f64::max);
+        for io in &plan.writes {
+            done.push(lock(&self.slots[io.member].drive).submit(
+                writes_at,
+                IoKind::Write,
+                io.member_offset,
+                io.len,
+            ));
+        }
+        done
     }
 
     /// Real time: wait out the modelled service of the members that emulate a drive.
-    fn wait_for(&self, scheduled: &[(MemberIo, Seconds)]) {
-        let until = scheduled
-            .iter()
-            .filter(|(io, _)| {
+    fn wait_for(&self, plan: &Plan, done: &[Seconds]) {
+        let until = plan
+            .ios()
+            .zip(done)
+            .filter(|((_, io), _)| {
                 self.slots[io.member]
                     .live_store()
                     .is_some_and(|s| s.emulates_timing())
@@ -342,186 +346,32 @@ impl Volume {
         }
     }
 
-    /// Every byte of the volume still has a valid copy: each member that is not in sync has
-    /// an in-sync mirror. (Checked by health, not by mapping the whole volume.)
+    /// Every byte of the volume is still readable from the members in sync (the
+    /// personality says which member sets it survives; checked by health, not by mapping the
+    /// whole volume).
     fn check_redundancy(&self) -> Result<(), VolumeError> {
-        for (i, slot) in self.slots.iter().enumerate() {
-            if slot.health() == Health::InSync {
-                continue;
-            }
-            let covered = self
-                .layout
-                .mirror_of(i)
-                .and_then(|m| self.slots.get(m))
-                .is_some_and(|m| m.health() == Health::InSync);
-            if !covered {
-                return Err(VolumeError::Io {
-                    volume: self.name.clone(),
-                    problem: format!(
-                        "member {i} is not in sync and no in-sync copy of its data is left"
-                    ),
-                });
-            }
+        let in_sync = self.in_sync();
+        if self.layout.survives(&in_sync) {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    /// Apply due power transitions and hand spin-downs to the members that act on them.
-    pub fn tick(&self) {
-        self.integrity_tick();
-        let now = self.clock.now();
-        for (i, slot) in self.slots.iter().enumerate() {
-            let events = {
-                let mut drive = lock(&slot.drive);
-                drive.advance_to(now);
-                drive.take_events()
-            };
-            for event in events {
-                tracing::debug!(volume = %self.name, member = i, ?event, "power transition");
-                if let PowerEvent::SpinDownStarted { .. } = event {
-                    if let Some(store) = slot.live_store() {
-                        // Flush while it still spins, so no later FLUSH CACHE wakes it.
-                        if slot.unflushed.swap(false, Ordering::SeqCst) {
-                            if let Err(e) = store.flush() {
-                                self.fail_member(i, &format!("flush before spin-down: {e}"));
-                                continue;
-                            }
-                        }
-                        if let Err(e) = store.spin_down() {
-                            tracing::warn!(volume = %self.name, member = i, error = %e, "spin-down command failed");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn live_slots(&self) -> impl Iterator<Item = &MemberSlot> {
-        self.slots
+        let missing: Vec<String> = in_sync
             .iter()
-            .filter(|s| !matches!(s.health(), Health::Failed { .. }))
-    }
-
-    pub fn power_state(&self) -> PowerState {
-        let now = self.clock.now();
-        PowerState::aggregate(self.live_slots().map(|s| {
-            let mut d = lock(&s.drive);
-            d.advance_to(now);
-            d.state()
-        }))
-    }
-
-    /// Spin up every live member; returns the aggregate state and seconds until all are ready.
-    pub fn wake(&self) -> (PowerState, f64) {
-        let now = self.clock.now();
-        let ready = self
-            .live_slots()
-            .map(|s| lock(&s.drive).wake(now))
-            .fold(now, f64::max);
-        (self.power_state(), ready - now)
-    }
-
-    pub fn sleep(&self, expected_idle_s: Option<f64>) -> SleepOutcome {
-        let now = self.clock.now();
-        for slot in self.live_slots() {
-            if let Err(reason) = lock(&slot.drive).sleep(now, expected_idle_s) {
-                return SleepOutcome::Declined(reason);
-            }
-        }
-        SleepOutcome::Accepted(self.power_state())
-    }
-
-    /// Record the extents the client will touch next (later layouts act on them).
-    pub fn hint(&self, extents: &[(u64, u64)]) -> Result<usize, VolumeError> {
-        for &(offset, len) in extents {
-            self.check_range(offset, len)?;
-        }
-        let mut hints = lock(&self.hints);
-        *hints = extents.to_vec();
-        Ok(hints.len())
-    }
-
-    pub fn hints(&self) -> Vec<(u64, u64)> {
-        lock(&self.hints).clone()
-    }
-
-    /// Ledgers of every member up to `now`.
-    pub fn member_ledgers(&self, now: Seconds) -> Vec<Ledger> {
-        self.slots
-            .iter()
-            .map(|s| lock(&s.drive).ledger_at(now))
-            .collect()
-    }
-
-    pub fn latency(&self) -> &Histogram {
-        &self.latency
-    }
-
-    pub fn member_latency(&self, member: usize) -> Option<&Histogram> {
-        self.slots.get(member).map(|s| &s.latency)
-    }
-
-    /// The volume object of the control protocol.
-    pub fn status(&self) -> serde_json::Value {
-        let now = self.clock.now();
-        let ledgers = self.member_ledgers(now);
-        let total = Ledger::sum(&ledgers);
-        let members: Vec<_> = self
-            .slots
-            .iter()
-            .zip(&ledgers)
             .enumerate()
-            .map(|(i, (slot, ledger))| {
-                let (state, profile, policy) = {
-                    let d = lock(&slot.drive);
-                    (
-                        d.state(),
-                        d.profile().summary(d.standby_mode()),
-                        d.policy_description(),
-                    )
-                };
-                let store = read(&slot.store).clone();
-                serde_json::json!({
-                    "index": i,
-                    "kind": store.as_ref().map(|s| s.kind().to_string()),
-                    "path": store.as_ref().map(|s| s.describe()),
-                    "device_power_state": store.as_ref().and_then(|s| s.reported_power_state()),
-                    "health": slot.health(),
-                    "read_errors": slot.read_errors(),
-                    "state": state,
-                    "policy": policy,
-                    "profile": profile,
-                    "ledger": ledger,
-                })
-            })
+            .filter(|(_, ok)| !**ok)
+            .map(|(i, _)| i.to_string())
             .collect();
-        let profile = self
-            .slots
-            .first()
-            .map(|s| {
-                let d = lock(&s.drive);
-                d.profile().summary(d.standby_mode())
-            })
-            .unwrap_or(serde_json::Value::Null);
-        let degraded = self.slots.iter().any(|s| s.health() != Health::InSync);
-        serde_json::json!({
-            "name": self.name,
-            "layout": self.layout.kind(),
-            "stripe_unit": self.layout.stripe_unit(),
-            "capacity_bytes": self.capacity(),
-            "state": self.power_state(),
-            "degraded": degraded,
-            "profile": profile,
-            "energy_joules": total.energy_joules,
-            "ledger": total,
-            "hints": self.hints().len(),
-            "resync_pending_regions": self.resync_pending(),
-            "last_scrub": self.last_scrub(),
-            "bitmap_dirty_regions": self.intent.as_ref().map(|i| i.dirty_regions()),
-            "members": members,
+        Err(VolumeError::Io {
+            volume: self.name.clone(),
+            problem: format!(
+                "members {} are not in sync and layout {} cannot serve every byte without them",
+                missing.join(", "),
+                self.layout.kind()
+            ),
         })
     }
 }
 
+#[cfg(test)]
+mod layout_props;
 #[cfg(test)]
 mod tests;

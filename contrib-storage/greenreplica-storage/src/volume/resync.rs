@@ -1,6 +1,7 @@
-//! Keeping the mirrors equal: resync of the regions the write-intent bitmap marks dirty after
-//! an unclean stop (MD's resync, limited by the bitmap), the lazy clearing of idle bits, and
-//! scrub (MD's check/repair): compare every copy and rewrite the ones that differ.
+//! Keeping each sync group consistent (mirrors equal, parity right): resync of the regions
+//! the write-intent bitmap marks dirty after an unclean stop (MD's resync, limited by the
+//! bitmap), the lazy clearing of idle bits, and scrub (MD's check/repair). The engine reads
+//! the group; the personality's `reconcile` says what to rewrite.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use super::bitmap::CLEAR_AFTER_IDLE_S;
 use super::{Health, Span, Volume, VolumeError};
+use crate::layout::{SyncCopy, SYNC_BLOCK};
 use crate::power_state::PowerState;
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
@@ -16,8 +18,6 @@ use crate::sync::lock;
 
 /// Copy and compare unit of resync and scrub.
 const CHUNK: u64 = 1 << 20;
-/// Unit in which a chunk that cannot be read whole is read again.
-const SCRUB_BLOCK: u64 = 4096;
 /// Resync work done per tick before the tick returns (the rest waits for the next one).
 const RESYNC_BUDGET: Duration = Duration::from_millis(50);
 
@@ -44,17 +44,23 @@ pub struct ScrubReport {
 }
 
 impl Volume {
-    /// Members of a mirror group, lowest first.
-    fn group_members(&self, group: usize) -> Vec<usize> {
-        (0..self.slots.len())
-            .filter(|&m| self.group_of(m) == group)
+    /// Every sync group, as its members (lowest first).
+    fn sync_groups(&self) -> Vec<Vec<usize>> {
+        self.layout
+            .sync_groups()
+            .into_iter()
+            .map(|mut g| {
+                g.sort_unstable();
+                g
+            })
             .collect()
     }
 
     fn group_spans(&self, start: u64, end: u64) -> Vec<Span> {
-        self.groups()
-            .into_iter()
-            .map(|group| Span { group, start, end })
+        self.sync_groups()
+            .iter()
+            .filter_map(|g| g.first())
+            .map(|&group| Span { group, start, end })
             .collect()
     }
 
@@ -72,7 +78,9 @@ impl Volume {
         Ok(())
     }
 
-    /// Copy a dirty region from the first in-sync copy of each mirror group to the others.
+    /// Make a dirty region consistent: per sync group, the personality compares what the
+    /// in-sync members hold and says what to rewrite (the first mirror's bytes over the
+    /// others, parity recomputed from the data).
     fn resync_region(&self, region: u64) -> Result<(), VolumeError> {
         let Some(intent) = &self.intent else {
             return Ok(());
@@ -83,36 +91,26 @@ impl Volume {
         if !intent.needs_resync(region) {
             return Ok(()); // another request did it while we waited
         }
-        for group in self.groups() {
-            let members = self.group_members(group);
-            let sources: Vec<usize> = members
+        for members in self.sync_groups() {
+            if !members
                 .iter()
-                .copied()
-                .filter(|&m| self.slots[m].health() == Health::InSync)
-                .collect();
-            if sources.is_empty() {
+                .any(|&m| self.slots[m].health() == Health::InSync)
+            {
                 continue;
             }
             let mut offset = start;
             while offset < end {
                 let len = CHUNK.min(end - offset);
-                let (reference, copies) =
-                    self.read_copies(&sources, offset, len, &mut ScrubReport::default())?;
-                // Every live copy but those already equal to the reference gets it (a source
-                // with an unreadable block gets it too: the rewrite remaps the sector).
-                for &target in &members {
-                    let slot = &self.slots[target];
-                    let same = copies
-                        .iter()
-                        .any(|(m, c)| *m == target && c.as_ref() == Some(&reference));
-                    let Some(to) = slot.live_store().filter(|_| !same) else {
-                        continue;
-                    };
-                    self.account(target, IoKind::Write, offset, len);
-                    match to.write_at(&reference, DATA_OFFSET + offset) {
-                        Ok(()) => slot.unflushed.store(true, Ordering::SeqCst),
-                        Err(e) => self.fail_member(target, &format!("resync write error: {e}")),
-                    }
+                let copies = self.read_group(&members, offset, len, &mut ScrubReport::default());
+                let verdict = self
+                    .layout
+                    .reconcile(offset, &copies, len)
+                    .map_err(|problem| VolumeError::Io {
+                        volume: self.name.clone(),
+                        problem: format!("resync: {problem}"),
+                    })?;
+                for (target, bytes) in verdict.rewrites {
+                    self.rewrite(target, offset, &bytes, "resync write error");
                 }
                 offset += len;
             }
@@ -120,6 +118,25 @@ impl Volume {
         intent.resynced(region, self.clock.now());
         tracing::debug!(volume = %self.name, region, "region resynced");
         Ok(())
+    }
+
+    /// Rewrite member bytes for resync or scrub; true if they landed.
+    fn rewrite(&self, member: usize, offset: u64, bytes: &[u8], what: &str) -> bool {
+        let slot = &self.slots[member];
+        let Some(store) = slot.live_store() else {
+            return false;
+        };
+        self.account(member, IoKind::Write, offset, bytes.len() as u64);
+        match store.write_at(bytes, DATA_OFFSET + offset) {
+            Ok(()) => {
+                slot.unflushed.store(true, Ordering::SeqCst);
+                true
+            }
+            Err(e) => {
+                self.fail_member(member, &format!("{what}: {e}"));
+                false
+            }
+        }
     }
 
     /// Charge background I/O to the drive model (ledger and queue), without waiting on it.
@@ -204,8 +221,8 @@ impl Volume {
             }
             let len = CHUNK.min(end - offset);
             let mut report = std::mem::take(&mut run.report);
-            for group in self.groups() {
-                if let Err(e) = self.scrub_chunk(group, offset, len, true, &mut report) {
+            for group in self.sync_groups() {
+                if let Err(e) = self.scrub_chunk(&group, offset, len, true, &mut report) {
                     tracing::error!(volume = %self.name, offset, error = %e, "periodic scrub");
                 }
             }
@@ -240,8 +257,8 @@ impl Volume {
         let mut offset = 0;
         while offset < end {
             let len = CHUNK.min(end - offset);
-            for group in self.groups() {
-                self.scrub_chunk(group, offset, len, repair, &mut report)?;
+            for group in self.sync_groups() {
+                self.scrub_chunk(&group, offset, len, repair, &mut report)?;
             }
             offset += len;
         }
@@ -253,32 +270,38 @@ impl Volume {
         Ok(report)
     }
 
-    /// Read member bytes `offset..offset+len` from each of `members`; a copy that cannot be
-    /// read whole is read again 4 KiB at a time. Returns the reference (each block from the
-    /// first member that could read it) and each copy (None if some block was unreadable).
-    #[allow(clippy::type_complexity)]
-    fn read_copies(
+    /// Read member bytes `offset..offset+len` of every live member of a group; a member
+    /// that cannot read them whole is read again 4 KiB at a time, so one bad sector does not
+    /// hide the rest. Members not in sync are listed without bytes (they vouch for nothing
+    /// but may be rewritten).
+    fn read_group(
         &self,
         members: &[usize],
         offset: u64,
         len: u64,
         report: &mut ScrubReport,
-    ) -> Result<(Vec<u8>, Vec<(usize, Option<Vec<u8>>)>), VolumeError> {
-        // Each copy with, per 4 KiB block, whether it could be read (a failed chunk read is
-        // retried block by block, so one bad sector does not hide the rest of the chunk).
-        let mut copies: Vec<(usize, Vec<u8>, Vec<bool>)> = Vec::new();
-        let blocks = len.div_ceil(SCRUB_BLOCK) as usize;
+    ) -> Vec<SyncCopy> {
+        let blocks = len.div_ceil(SYNC_BLOCK) as usize;
+        let mut copies = Vec::new();
         for &m in members {
             let Some(store) = self.slots[m].live_store() else {
                 continue;
             };
+            if self.slots[m].health() != Health::InSync {
+                copies.push(SyncCopy {
+                    member: m,
+                    bytes: None,
+                    readable: vec![false; blocks],
+                });
+                continue;
+            }
             self.account(m, IoKind::Read, offset, len);
             let mut buf = vec![0u8; len as usize];
             let mut readable = vec![true; blocks];
             if let Err(e) = store.read_at(&mut buf, DATA_OFFSET + offset) {
-                tracing::warn!(volume = %self.name, member = m, offset, %e, "scrub read error; retrying block by block");
-                for (b, chunk) in buf.chunks_mut(SCRUB_BLOCK as usize).enumerate() {
-                    let at = DATA_OFFSET + offset + b as u64 * SCRUB_BLOCK;
+                tracing::warn!(volume = %self.name, member = m, offset, %e, "read error in resync or scrub; retrying block by block");
+                for (b, chunk) in buf.chunks_mut(SYNC_BLOCK as usize).enumerate() {
+                    let at = DATA_OFFSET + offset + b as u64 * SYNC_BLOCK;
                     if store.read_at(chunk, at).is_err() {
                         readable[b] = false;
                         report.read_errors += 1;
@@ -286,82 +309,68 @@ impl Volume {
                     }
                 }
             }
-            copies.push((m, buf, readable));
+            copies.push(SyncCopy {
+                member: m,
+                bytes: Some(buf),
+                readable,
+            });
             report.bytes_compared += len;
         }
-        // The reference: each block from the first copy that could read it.
-        let mut reference = vec![0u8; len as usize];
-        for b in 0..blocks {
-            let Some((_, buf, _)) = copies.iter().find(|(_, _, ok)| ok[b]) else {
-                return Err(VolumeError::Io {
-                    volume: self.name.clone(),
-                    problem: format!(
-                        "scrub: no copy of member bytes {}+{SCRUB_BLOCK} can be read",
-                        offset + b as u64 * SCRUB_BLOCK
-                    ),
-                });
-            };
-            let range = b * SCRUB_BLOCK as usize..((b + 1) * SCRUB_BLOCK as usize).min(buf.len());
-            reference[range.clone()].copy_from_slice(&buf[range]);
-        }
-        let copies = copies
-            .into_iter()
-            .map(|(m, buf, ok)| (m, ok.iter().all(|&r| r).then_some(buf)))
-            .collect();
-        Ok((reference, copies))
+        copies
     }
 
+    /// Check one chunk of a sync group whose members are all in sync; with `repair`, rewrite
+    /// what the personality says is wrong.
     fn scrub_chunk(
         &self,
-        group: usize,
+        members: &[usize],
         offset: u64,
         len: u64,
         repair: bool,
         report: &mut ScrubReport,
     ) -> Result<(), VolumeError> {
-        let members: Vec<usize> = self
-            .group_members(group)
-            .into_iter()
-            .filter(|&m| self.slots[m].health() == Health::InSync)
-            .collect();
-        if members.len() < 2 {
+        if members.len() < 2
+            || members
+                .iter()
+                .any(|&m| self.slots[m].health() != Health::InSync)
+        {
             return Ok(());
         }
-        let _exclusive = self.ranges.acquire(
-            &[Span {
-                group,
-                start: offset,
-                end: offset + len,
-            }],
-            true,
-        );
-        let (reference, copies) = self.read_copies(&members, offset, len, report)?;
-        let differing: Vec<usize> = copies
-            .iter()
-            .filter(|(_, b)| b.as_ref() != Some(&reference))
-            .map(|(m, _)| *m)
-            .collect();
-        if differing.is_empty() {
+        let _exclusive = self
+            .ranges
+            .acquire(&self.group_spans_of(members, offset, len), true);
+        let copies = self.read_group(members, offset, len, report);
+        let verdict = self
+            .layout
+            .reconcile(offset, &copies, len)
+            .map_err(|problem| VolumeError::Io {
+                volume: self.name.clone(),
+                problem: format!("scrub: {problem}"),
+            })?;
+        if verdict.rewrites.is_empty() {
             return Ok(());
         }
         report.mismatched_chunks += 1;
         if !repair {
             return Ok(());
         }
-        for m in differing {
-            let slot = &self.slots[m];
-            let Some(store) = slot.live_store() else {
-                continue;
-            };
-            self.account(m, IoKind::Write, offset, len);
-            match store.write_at(&reference, DATA_OFFSET + offset) {
-                Ok(()) => {
-                    slot.unflushed.store(true, Ordering::SeqCst);
-                    report.repaired_chunks += 1;
-                }
-                Err(e) => self.fail_member(m, &format!("scrub repair write error: {e}")),
+        for (m, bytes) in verdict.rewrites {
+            if self.rewrite(m, offset, &bytes, "scrub repair write error") {
+                report.repaired_chunks += 1;
             }
         }
         Ok(())
+    }
+
+    fn group_spans_of(&self, members: &[usize], start: u64, len: u64) -> Vec<Span> {
+        members
+            .first()
+            .map(|&group| Span {
+                group,
+                start,
+                end: start + len,
+            })
+            .into_iter()
+            .collect()
     }
 }

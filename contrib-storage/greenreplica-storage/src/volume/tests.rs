@@ -2,107 +2,21 @@ use super::*;
 use crate::clock::VirtualClock;
 use crate::layout;
 use crate::layout::LayoutKind;
+use crate::ledger::Ledger;
+use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
 use crate::superblock::{self, DATA_OFFSET};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
-/// Member storage in memory that can be told to fail.
-#[derive(Debug)]
-struct MemMember {
-    bytes: Mutex<Vec<u8>>,
-    broken: AtomicBool,
-    /// Every write ("w OFFSET") and flush ("f"), in order.
-    ops: Mutex<Vec<String>>,
-    /// When set, a header write (offset 0) announces itself and waits for a go.
-    header_pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
-    /// When set, a read at this offset announces itself and waits for a go (a slow disk).
-    read_pause: Mutex<Option<ReadPause>>,
-}
+pub(super) const MEMBER: usize = (DATA_OFFSET as usize) + (1 << 20);
 
-type ReadPause = (u64, mpsc::Sender<()>, mpsc::Receiver<()>);
-
-impl MemMember {
-    fn new(size: usize) -> Arc<Self> {
-        Arc::new(Self {
-            bytes: Mutex::new(vec![0; size]),
-            broken: AtomicBool::new(false),
-            ops: Mutex::new(Vec::new()),
-            header_pause: Mutex::new(None),
-            read_pause: Mutex::new(None),
-        })
-    }
-
-    fn check(&self) -> std::io::Result<()> {
-        if self.broken.load(Ordering::SeqCst) {
-            Err(std::io::Error::other("injected failure"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Member for MemMember {
-    fn kind(&self) -> crate::member::MemberKind {
-        crate::member::MemberKind::File
-    }
-    fn describe(&self) -> String {
-        "memory".into()
-    }
-    fn size(&self) -> u64 {
-        lock(&self.bytes).len() as u64
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.check()?;
-        let pause = {
-            let mut p = lock(&self.read_pause);
-            if matches!(&*p, Some((at, _, _)) if *at == offset) {
-                p.take()
-            } else {
-                None
-            }
-        };
-        if let Some((_, entered, go)) = pause {
-            entered.send(()).unwrap();
-            go.recv().unwrap();
-        }
-        let b = lock(&self.bytes);
-        buf.copy_from_slice(&b[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.check()?;
-        if offset == 0 {
-            let pause = lock(&self.header_pause).take();
-            if let Some((entered, go)) = pause {
-                entered.send(()).unwrap();
-                go.recv().unwrap();
-            }
-        }
-        lock(&self.ops).push(format!("w {offset}"));
-        // Half now, half after a yield: lets concurrent writers interleave as on a real disk.
-        let half = data.len() / 2;
-        lock(&self.bytes)[offset as usize..offset as usize + half].copy_from_slice(&data[..half]);
-        std::thread::yield_now();
-        lock(&self.bytes)[offset as usize + half..offset as usize + data.len()]
-            .copy_from_slice(&data[half..]);
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.check()?;
-        lock(&self.ops).push("f".into());
-        Ok(())
-    }
-}
-
-const MEMBER: usize = (DATA_OFFSET as usize) + (1 << 20);
-
-fn volume(kind: LayoutKind, members: &[Arc<MemMember>]) -> Volume {
+pub(super) fn volume(kind: LayoutKind, members: &[Arc<MemMember>]) -> Volume {
     volume_with(kind, dyn_stores(members), None)
 }
 
-fn volume_with(
+pub(super) fn volume_with(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
@@ -110,14 +24,37 @@ fn volume_with(
     volume_clocked(kind, stores, identity, Arc::new(VirtualClock::new()))
 }
 
-fn volume_clocked(
+pub(super) fn volume_clocked(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
     clock: Arc<VirtualClock>,
 ) -> Volume {
+    build(kind, stores, identity, clock, 65536)
+}
+
+/// A volume of `kind` over `members` fresh in-memory members, with chunk (stripe unit)
+/// `chunk`; returns the members too, to look at their bytes.
+pub(super) fn memory_volume(
+    kind: LayoutKind,
+    members: usize,
+    clock: Arc<dyn Clock>,
+    chunk: u64,
+) -> (Volume, Vec<Arc<MemMember>>) {
+    let stores: Vec<Arc<MemMember>> = (0..members).map(|_| MemMember::new(MEMBER)).collect();
+    let volume = build(kind, dyn_stores(&stores), None, clock, chunk);
+    (volume, stores)
+}
+
+pub(super) fn build(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    identity: Option<Superblock>,
+    clock: Arc<dyn Clock>,
+    chunk: u64,
+) -> Volume {
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
-    let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+    let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, chunk).unwrap();
     let slots = stores
         .into_iter()
         .map(|store| {
@@ -134,7 +71,7 @@ fn volume_clocked(
     Volume::new("t", layout, slots, clock, None, identity)
 }
 
-fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+pub(super) fn dyn_stores(members: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
     members
         .iter()
         .cloned()
@@ -146,7 +83,7 @@ fn identity(members: usize) -> Superblock {
     Superblock {
         volume: "t".into(),
         volume_id: "test-volume".into(),
-        layout: LayoutKind::Raid10,
+        layout: LayoutKind::RAID10,
         members,
         member_index: 0,
         stripe_unit: 65536,
@@ -158,11 +95,11 @@ fn identity(members: usize) -> Superblock {
     }
 }
 
-fn data_of(m: &MemMember) -> Vec<u8> {
+pub(super) fn data_of(m: &MemMember) -> Vec<u8> {
     lock(&m.bytes)[DATA_OFFSET as usize..].to_vec()
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
@@ -171,7 +108,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn raid10_write_lands_on_both_copies_and_reads_back() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(200_000, 1);
     v.write(12345, &data).unwrap();
     v.flush().unwrap();
@@ -186,7 +123,7 @@ fn raid10_write_lands_on_both_copies_and_reads_back() {
 #[test]
 fn a_failing_member_degrades_the_volume_without_an_error() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     m[1].broken.store(true, Ordering::SeqCst);
     let data = pattern(8192, 2);
     v.write(0, &data).unwrap();
@@ -200,7 +137,7 @@ fn a_failing_member_degrades_the_volume_without_an_error() {
 #[test]
 fn a_read_error_falls_back_to_the_mirror() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(4096, 3);
     v.write(65536, &data).unwrap();
     m[0].broken.store(true, Ordering::SeqCst);
@@ -213,7 +150,7 @@ fn a_read_error_falls_back_to_the_mirror() {
 #[test]
 fn losing_the_last_copy_is_an_error() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     m[0].broken.store(true, Ordering::SeqCst);
     assert!(v.write(0, &[1; 512]).is_err());
     assert!(v.flush().is_err());
@@ -222,7 +159,7 @@ fn losing_the_last_copy_is_an_error() {
 #[test]
 fn replace_and_rebuild_copies_the_mirror() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     let data = pattern(300_000, 4);
     v.write(1000, &data).unwrap();
     assert!(
@@ -248,7 +185,7 @@ fn replace_and_rebuild_copies_the_mirror() {
 #[test]
 fn sleep_and_wake_follow_the_policy() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     assert!(matches!(v.sleep(Some(600.0)), SleepOutcome::Declined(r) if r.contains("always-on")));
     let (state, ready_in) = v.wake();
     assert_eq!((state, ready_in), (PowerState::Idle, 0.0));
@@ -273,7 +210,7 @@ fn a_model_spin_down_is_sent_to_a_real_disk() {
     );
     let clock = Arc::new(VirtualClock::new());
     let layout =
-        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+        layout::build(LayoutKind::SINGLE, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
     let v = Volume::new(
         "bd",
         layout,
@@ -299,7 +236,7 @@ fn a_model_spin_down_is_sent_to_a_real_disk() {
 #[test]
 fn hints_are_checked_against_the_volume_size() {
     let m = [MemMember::new(MEMBER)];
-    let v = volume(LayoutKind::Single, &m);
+    let v = volume(LayoutKind::SINGLE, &m);
     assert_eq!(v.hint(&[(0, 4096), (8192, 4096)]).unwrap(), 2);
     assert!(v.hint(&[(v.capacity(), 1)]).is_err());
 }
@@ -307,7 +244,7 @@ fn hints_are_checked_against_the_volume_size() {
 #[test]
 fn overlapping_concurrent_writes_leave_both_copies_identical() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    let v = Arc::new(volume(LayoutKind::RAID10, &m));
     for round in 0..300u32 {
         let start = Arc::new(std::sync::Barrier::new(2));
         let writers: Vec<_> = [1u8, 2u8]
@@ -335,7 +272,7 @@ fn overlapping_concurrent_writes_leave_both_copies_identical() {
 fn a_concurrent_persist_cannot_bring_a_failed_member_back() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let stores = dyn_stores(&m);
-    let v = Arc::new(volume_with(LayoutKind::Raid10, stores, Some(identity(2))));
+    let v = Arc::new(volume_with(LayoutKind::RAID10, stores, Some(identity(2))));
     v.persist_headers().unwrap();
     // A persist stalls in its header write to member 0 ...
     let (entered_tx, entered) = mpsc::channel();
@@ -376,7 +313,7 @@ fn a_concurrent_persist_cannot_bring_a_failed_member_back() {
 fn a_rebuild_checkpoint_flushes_the_copied_data_before_the_watermark() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let stores = dyn_stores(&m);
-    let v = volume_with(LayoutKind::Raid10, stores, Some(identity(2)));
+    let v = volume_with(LayoutKind::RAID10, stores, Some(identity(2)));
     v.fail_member(1, "test");
     let fresh = MemMember::new(MEMBER);
     v.replace_member(1, fresh.clone()).unwrap();
@@ -404,7 +341,7 @@ fn a_rebuild_checkpoint_flushes_the_copied_data_before_the_watermark() {
 #[test]
 fn flush_reaches_only_members_written_since_their_last_flush() {
     let m: Vec<_> = (0..4).map(|_| MemMember::new(MEMBER)).collect();
-    let v = volume(LayoutKind::Raid10, &m);
+    let v = volume(LayoutKind::RAID10, &m);
     v.write(0, &pattern(4096, 7)).unwrap(); // first stripe unit: pair 0 only
     for mm in &m {
         lock(&mm.ops).clear();
@@ -429,7 +366,7 @@ fn a_latent_read_error_is_served_from_the_mirror_and_rewritten() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let data = pattern(65536, 9);
     v.write(0, &data).unwrap();
     v.write(65536 * 2, &data).unwrap();
@@ -459,7 +396,7 @@ fn a_member_with_too_many_read_errors_is_failed() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![faulty.clone(), m[1].clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let mut buf = vec![0; 512];
     for i in 0..=MAX_READ_ERRORS {
         faulty.add_bad_range(DATA_OFFSET + 4096 * i..DATA_OFFSET + 4096 * i + 512);
@@ -480,7 +417,7 @@ fn a_member_with_too_many_read_errors_is_failed() {
 fn a_rebuild_holds_up_only_the_chunk_it_copies() {
     use std::time::Duration;
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
-    let v = Arc::new(volume(LayoutKind::Raid10, &m));
+    let v = Arc::new(volume(LayoutKind::RAID10, &m));
     v.write(0, &pattern(4 * 65536, 1)).unwrap();
     v.fail_member(1, "test");
     let fresh = MemMember::new(MEMBER);
@@ -540,7 +477,7 @@ fn scrub_reports_differing_copies_and_repairs_them() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let faulty = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![m[0].clone(), faulty.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     v.write(0, &pattern(MEMBER - DATA_OFFSET as usize, 5))
         .unwrap();
     assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
@@ -569,7 +506,7 @@ fn scrub_reports_differing_copies_and_repairs_them() {
 fn the_periodic_scrub_repairs_a_silent_difference_when_due() {
     let m = [MemMember::new(MEMBER), MemMember::new(MEMBER)];
     let clock = Arc::new(VirtualClock::new());
-    let v = volume_clocked(LayoutKind::Raid10, dyn_stores(&m), None, clock.clone()).with_integrity(
+    let v = volume_clocked(LayoutKind::RAID10, dyn_stores(&m), None, clock.clone()).with_integrity(
         IntegritySettings {
             scrub_interval_s: Some(3600.0),
             ..IntegritySettings::default()
@@ -609,7 +546,7 @@ fn a_disk_spun_down_with_nothing_dirty_gets_no_flush() {
     );
     let clock = Arc::new(VirtualClock::new());
     let layout =
-        layout::build(LayoutKind::Single, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
+        layout::build(LayoutKind::SINGLE, 1, (MEMBER as u64) - DATA_OFFSET, 65536).unwrap();
     let store: Arc<dyn Member> = m[0].clone();
     let v = Volume::new(
         "sd",
@@ -640,7 +577,7 @@ fn bad_blocks_on_both_copies_are_corrected_block_by_block() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let f1 = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     let data = pattern(65536, 6);
     v.write(0, &data).unwrap();
     // Every even block is bad on member 0, every odd one on member 1: each block has one
@@ -674,7 +611,7 @@ fn a_block_no_copy_can_read_fails_the_request_but_no_member() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let f1 = Arc::new(FaultyMember::new(m[1].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), f1.clone()];
-    let v = volume_with(LayoutKind::Raid10, stores, None);
+    let v = volume_with(LayoutKind::RAID10, stores, None);
     v.write(0, &pattern(65536, 4)).unwrap();
     f0.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
     f1.add_bad_range(DATA_OFFSET + 4096..DATA_OFFSET + 8192);
@@ -694,7 +631,7 @@ fn a_latent_error_on_the_first_mirror_does_not_stop_a_resync() {
     let f0 = Arc::new(FaultyMember::new(m[0].clone()));
     let stores: Vec<Arc<dyn Member>> = vec![f0.clone(), m[1].clone()];
     let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
-    let v = volume_with(LayoutKind::Raid10, stores, None).with_write_intent(WriteIntent::new(
+    let v = volume_with(LayoutKind::RAID10, stores, None).with_write_intent(WriteIntent::new(
         bitmap,
         "t",
         65536,
@@ -715,4 +652,121 @@ fn a_latent_error_on_the_first_mirror_does_not_stop_a_resync() {
     assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
     assert!(f0.bad_ranges().is_empty(), "the bad block was rewritten");
     assert!(data_of(&m[0]) == data_of(&m[1]));
+}
+
+#[test]
+fn after_an_unclean_stop_raid5_resync_recomputes_the_parity_of_the_dirty_regions() {
+    use crate::parity;
+    const C: usize = 16384;
+    let (v, m) = memory_volume(
+        LayoutKind::RAID5,
+        3,
+        Arc::new(VirtualClock::new()),
+        C as u64,
+    );
+    let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
+    let v = v.with_write_intent(WriteIntent::new(
+        bitmap,
+        "t",
+        65536,
+        (MEMBER as u64) - DATA_OFFSET,
+    ));
+    let data = pattern(256 * 1024, 5);
+    v.write(0, &data).unwrap();
+    // Stripe s: P on member 2 - s % 3, data after it. Stripe 0: data on 0 and 1, P on 2.
+    let parity_right = |stripe: usize| {
+        let chunk = |member: usize| {
+            let at = DATA_OFFSET as usize + stripe * C;
+            lock(&m[member].bytes)[at..at + C].to_vec()
+        };
+        let p = 2 - stripe % 3;
+        let d: Vec<Vec<u8>> = (1..3).map(|i| chunk((p + i) % 3)).collect();
+        let mut want = vec![0u8; C];
+        parity::compute_p(&[&d[0], &d[1]], &mut want).unwrap();
+        want == chunk(p)
+    };
+    assert!(parity_right(0) && parity_right(5));
+    // The agent died between a data write and its parity write, in stripe 0 (region 0) and
+    // in stripe 5 (region 1, 64 KiB of member space per region).
+    lock(&m[2].bytes)[DATA_OFFSET as usize + 100] ^= 0xff;
+    lock(&m[1].bytes)[DATA_OFFSET as usize + 5 * C + 7] ^= 0xff;
+    assert!(!parity_right(0) && !parity_right(5));
+    v.write_intent().unwrap().set_recovered([0, 1].into());
+    // Reading stripe 0 resyncs its region first; the tick resyncs the other.
+    let mut back = vec![0u8; 4096];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data[..4096]);
+    assert!(parity_right(0), "region 0 resynced before the read");
+    v.tick();
+    assert_eq!(v.resync_pending(), 0);
+    assert!(parity_right(5), "region 1 resynced in the background");
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
+
+#[test]
+fn raid5_scrub_finds_a_wrong_parity_and_repairs_it() {
+    let (v, m) = memory_volume(LayoutKind::RAID5, 4, Arc::new(VirtualClock::new()), 16384);
+    let data = pattern(512 * 1024, 8);
+    v.write(0, &data).unwrap();
+    lock(&m[3].bytes)[DATA_OFFSET as usize + 9] ^= 0x40;
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 1);
+    let repaired = v.scrub(true).unwrap();
+    assert_eq!(
+        (repaired.mismatched_chunks, repaired.repaired_chunks),
+        (1, 1)
+    );
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+    let mut back = vec![0u8; data.len()];
+    v.read(0, &mut back).unwrap();
+    assert!(back == data);
+}
+
+#[test]
+fn the_status_view_keeps_the_protocol_fields() {
+    let (v, _m) = memory_volume(LayoutKind::RAID5, 3, Arc::new(VirtualClock::new()), 65536);
+    v.fail_member(2, "test");
+    let s = v.status();
+    let keys = |o: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = o.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&s),
+        [
+            "bitmap_dirty_regions",
+            "capacity_bytes",
+            "degraded",
+            "energy_joules",
+            "hints",
+            "last_scrub",
+            "layout",
+            "ledger",
+            "members",
+            "name",
+            "profile",
+            "resync_pending_regions",
+            "state",
+            "stripe_unit"
+        ]
+    );
+    assert_eq!(
+        keys(&s["members"][0]),
+        [
+            "device_power_state",
+            "health",
+            "index",
+            "kind",
+            "ledger",
+            "path",
+            "policy",
+            "profile",
+            "read_errors",
+            "state"
+        ]
+    );
+    assert_eq!(s["layout"], "raid5");
+    assert_eq!(s["degraded"], true);
+    assert_eq!(s["members"][2]["health"]["health"], "failed");
+    assert_eq!(s["capacity_bytes"], v.capacity());
 }

@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# Root test of the agent's RAID5 (or RAID6, LAYOUT=raid6) under PostgreSQL (issue 12): a
+# tablespace on the volume, pgbench running on it while a member (RAID6: two) is failed,
+# replaced and rebuilt. PostgreSQL must see no
+# error; afterwards pgbench's balances agree, a table's checksum is what it was, pg_amcheck
+# finds nothing, scrub finds the parity right, and with another member failed (so every read
+# of it is reconstructed through the rebuilt one) the data still verifies. Then the agent is
+# killed (-9) under writers several times: after each restart the resync must leave the
+# parity right, and PostgreSQL's data must still verify.
+# One line per test ("ok - …" / "not ok - …: why"), then "N passed, M failed".
+#
+#   bash contrib-storage/tests/raid5-root.sh                  # as root
+#   LAYOUT=raid6 bash contrib-storage/tests/raid5-root.sh     # RAID6 on 4, two members lost
+#   GRS_BIN=/path/to/greenreplica-storage ROUNDS=3 bash …     # a given binary, fewer crashes
+set -uo pipefail
+
+. "$(dirname "$0")/lib.sh"
+
+LAYOUT=${LAYOUT:-raid5}
+case "$LAYOUT" in
+raid5) MEMBERS=3 LOST="1" AGAIN="0" ;;       # members failed under load, then after the rebuild
+raid6) MEMBERS=4 LOST="1 3" AGAIN="0 2" ;;
+*) echo "LAYOUT must be raid5 or raid6" >&2; exit 2 ;;
+esac
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_USER=${PG_USER:-grtest}
+require_root_and_tools "the $LAYOUT tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
+[ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
+id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
+build_agent
+
+WORK=$(mktemp -d "/tmp/grs-$LAYOUT.XXXXXX")
+chmod 755 "$WORK"
+AGENT_PID=""
+BENCH_PID=""
+SOCK=$WORK/run/control.sock
+MNT=$WORK/mnt/r5
+PGDATA_DIR=$WORK/pgdata
+PGSOCK=$WORK/pgsock
+PGPORT=$((20000 + RANDOM % 20000))
+
+as_pg() { (cd / && runuser -u "$PG_USER" -- "$@"); }
+pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -h "$PGSOCK" -p "$PGPORT" -d postgres -c "$1"; }
+pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s" "$@" >/dev/null; }
+grs() { "$BIN" --socket "$SOCK" "$@"; }
+volume_field() { grs request '{"op":"volume","volume":"r5"}' | jq -r "$1"; }
+members_health() { volume_field "[.volume.members[$(echo "$1" | sed 's/ /,/g')].health.health] | join(\",\")"; }
+times() { printf "$1%.0s" $(seq 1 "$2") | sed 's/,$//'; } # times WORD, N: "WORD,WORD,…"
+
+# Every stripe's parity, checked from the member images themselves (not through the agent's
+# scrub): in a 3-member RAID5 each stripe row holds d0, d1 and d0 ^ d1, so the XOR of the
+# three members' data areas (past the 1 MiB header) is zero everywhere. Filesystem frozen.
+# (RAID6's Q is not an XOR: there only scrub checks.)
+parity_of_images() {
+	[ "$LAYOUT" = raid5 ] || return 0 # callers say so
+	fsfreeze -f "$MNT" || return 1
+	python3 - "$WORK"/members/r5-{0,1,2}.img <<'PY'
+import sys
+files = [open(p, "rb") for p in sys.argv[1:]]
+for f in files:
+    f.seek(1 << 20)
+bad = 0
+while True:
+    blocks = [f.read(1 << 20) for f in files]
+    if not blocks[0]:
+        break
+    x = 0
+    for b in blocks:
+        x ^= int.from_bytes(b, "little")
+    bad += x != 0
+sys.exit(1 if bad else 0)
+PY
+	local rc=$?
+	fsfreeze -u "$MNT"
+	return $rc
+}
+cleanup() {
+	[ -n "$BENCH_PID" ] && kill -KILL "$BENCH_PID" 2>/dev/null
+	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m immediate 2>/dev/null
+	if [ -n "$AGENT_PID" ]; then
+		kill -TERM "$AGENT_PID" 2>/dev/null
+		for _ in $(seq 1 40); do
+			kill -0 "$AGENT_PID" 2>/dev/null || break
+			sleep 0.25
+		done
+		kill -KILL "$AGENT_PID" 2>/dev/null
+	fi
+	unmount_below "$WORK"
+	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK"/{members,state,run,mnt/r5}
+cat >"$WORK/agent.toml" <<CONF
+[agent]
+socket = "$SOCK"
+state_dir = "$WORK/state"
+runtime_dir = "$WORK/run"
+
+[[volume]]
+name = "r5"
+layout = "$LAYOUT"
+chunk_size = 65536
+policy = "always-on"
+rebuild_mb_s = 40
+rebuild_min_mb_s = 10
+[volume.export]
+mount_point = "$MNT"
+owner = "$PG_USER"
+mode = "0700"
+CONF
+for i in $(seq 0 $((MEMBERS - 1))); do
+	cat >>"$WORK/agent.toml" <<CONF
+[[volume.member]]
+kind = "file"
+path = "$WORK/members/r5-$i.img"
+size = "160MiB"
+profile = "test-fast"
+CONF
+done
+
+wait_in_sync() { # wait_in_sync MEMBER: until the member's rebuild is done
+	local health=""
+	for _ in $(seq 1 480); do
+		health=$(volume_field ".volume.members[$1].health.health")
+		[ "$health" = in_sync ] && return 0
+		sleep 0.25
+	done
+	echo "member $1 is $health"
+	return 1
+}
+
+if start_mounted_agent && [ "$(volume_field .volume.layout)" = "$LAYOUT" ]; then
+	pass "the agent serves a $MEMBERS-member $LAYOUT volume, mounted"
+else
+	fail "the agent serves a $MEMBERS-member $LAYOUT volume, mounted" "$(tail -5 "$WORK/agent.log")"
+	echo "$PASSED passed, $FAILED failed"
+	exit 1
+fi
+
+# The cluster lives outside the volume; its tablespace (every table and index pgbench
+# makes, and the verification table) on the RAID5 volume.
+install -d -o "$PG_USER" -m 0700 "$PGDATA_DIR" "$MNT/ts"
+install -d -o "$PG_USER" -m 0755 "$PGSOCK"
+as_pg "$PG_BIN/initdb" -D "$PGDATA_DIR" -k -A trust --no-sync >"$WORK/initdb.log" 2>&1 ||
+	give_up "initdb failed: $(tail -3 "$WORK/initdb.log")"
+pg_ctl_do start || give_up "PostgreSQL does not start: $(tail -3 "$PGSOCK/pg.log")"
+pg_sql "CREATE TABLESPACE r5 LOCATION '$MNT/ts'" >/dev/null
+pg_sql "CREATE TABLE kept TABLESPACE r5 AS SELECT i, repeat(md5(i::text), 20) AS filler FROM generate_series(1, 20000) i" >/dev/null
+pg_sql "CHECKPOINT" >/dev/null
+kept_sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept")
+if as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -q -s 8 --tablespace=r5 --index-tablespace=r5 postgres >"$WORK/pgbench-init.log" 2>&1; then
+	pass "pgbench initialises its tables in the tablespace on the $LAYOUT volume"
+else
+	fail "pgbench initialises its tables in the tablespace on the $LAYOUT volume" "$(tail -3 "$WORK/pgbench-init.log")"
+fi
+
+# pgbench for 40 s; the LOST members fail after 6 s, are replaced after 12 s and rebuild
+# meanwhile.
+# PostgreSQL keeps few buffers and checkpoints every 2 s, and the kernel's caches are dropped
+# as often, so that pages really go to and come from the volume while it is degraded.
+member2_io() { volume_field '.volume.members[2].ledger | "\(.reads) \(.writes)"'; }
+as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -c 4 -j 2 -T 40 postgres >"$WORK/pgbench.log" 2>&1 &
+BENCH_PID=$!
+(
+	while kill -0 "$BENCH_PID" 2>/dev/null; do
+		sleep 2
+		pg_sql "CHECKPOINT" >/dev/null 2>&1
+		echo 3 >/proc/sys/vm/drop_caches
+	done
+) &
+CHURN_PID=$!
+sleep 6
+for m in $LOST; do grs fail-member r5 "$m" >>"$WORK/fail.log" 2>&1; done
+degraded=$(volume_field '.volume.degraded')
+read -r reads0 writes0 < <(member2_io)
+sleep 6
+read -r reads1 writes1 < <(member2_io)
+for m in $LOST; do grs replace-member r5 "$m" >>"$WORK/replace.log" 2>&1; done
+replaced=$(members_health "$LOST")
+wait "$BENCH_PID"
+bench_rc=$?
+BENCH_PID=""
+wait "$CHURN_PID"
+if [ "$((reads1 - reads0))" -gt 0 ] && [ "$((writes1 - writes0))" -gt 0 ]; then
+	pass "while degraded the volume served reads and writes ($((reads1 - reads0)) reads, $((writes1 - writes0)) writes on member 2)"
+else
+	fail "while degraded the volume served reads and writes" "member 2: reads $reads0 -> $reads1, writes $writes0 -> $writes1"
+fi
+if [ "$degraded" = true ] && ! echo "$replaced" | grep -qvE '^(rebuilding|in_sync)(,(rebuilding|in_sync))*$'; then
+	pass "member(s) $LOST failed (volume degraded) and replaced under load"
+else
+	fail "member(s) $LOST failed (volume degraded) and replaced under load" "degraded=$degraded after replace: $replaced ($(cat "$WORK/fail.log" "$WORK/replace.log"))"
+fi
+tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.log" | head -1)
+failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.log")
+if [ "$bench_rc" -eq 0 ] && [ "${failed_tx:-0}" = 0 ] && [ -n "$tps" ] &&
+	! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
+	pass "pgbench ran through the failure and the rebuild without an error ($tps tps)"
+else
+	fail "pgbench ran through the failure and the rebuild without an error" \
+		"rc $bench_rc, failed $failed_tx: $(tail -3 "$WORK/pgbench.log"; grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
+fi
+
+rebuilt=1
+for m in $LOST; do why=$(wait_in_sync "$m") || rebuilt=0; done
+if [ "$rebuilt" -eq 1 ] && [ "$(volume_field .volume.degraded)" = false ]; then
+	pass "the replacement is rebuilt to in_sync"
+else
+	fail "the replacement is rebuilt to in_sync" "$why: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
+fi
+
+# verify: the table checksum, pgbench's balances and pg_amcheck, with PostgreSQL's buffers
+# and the kernel's caches dropped so that every page is read from the members again.
+verify() { # verify LABEL
+	local label=$1 sum balances amcheck
+	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m fast
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	pg_ctl_do start
+	sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept" 2>&1)
+	if [ "$sum" = "$kept_sum" ]; then
+		pass "$label: the table written before the failure has the same rows and checksum"
+	else
+		fail "$label: the table written before the failure has the same rows and checksum" "want $kept_sum, got $sum"
+	fi
+	balances=$(pg_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT sum(bbalance) FROM pgbench_branches)
+		AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT sum(tbalance) FROM pgbench_tellers)
+		AND (SELECT sum(tbalance) FROM pgbench_tellers) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)
+		AND (SELECT count(*) FROM pgbench_accounts) = 800000" 2>&1)
+	if [ "$balances" = t ]; then
+		pass "$label: pgbench's balances agree (accounts = branches = tellers = history)"
+	else
+		fail "$label: pgbench's balances agree" "$balances"
+	fi
+	pg_sql "CREATE EXTENSION IF NOT EXISTS amcheck" >/dev/null 2>&1
+	if amcheck=$(as_pg "$PG_BIN/pg_amcheck" -h "$PGSOCK" -p "$PGPORT" -d postgres --heapallindexed 2>&1) && [ -z "$amcheck" ]; then
+		pass "$label: pg_amcheck finds no corruption in tables and indexes"
+	else
+		fail "$label: pg_amcheck finds no corruption" "$(echo "$amcheck" | head -3)"
+	fi
+}
+verify "after the rebuild"
+
+scrub=$(grs scrub r5 --check-only 2>&1)
+if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2>/dev/null | tr '\n' ' ')" = "0 0 " ]; then
+	pass "scrub --check-only finds the parity of every stripe right"
+else
+	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
+fi
+if [ "$LAYOUT" != raid5 ]; then
+	skip "the member images agree: every stripe's parity is the XOR of its data" "RAID6's Q is not an XOR (scrub checked it)"
+elif parity_of_images; then
+	pass "the member images agree: every stripe's parity is the XOR of its data"
+else
+	fail "the member images agree: every stripe's parity is the XOR of its data" "some 1 MiB block's XOR is not zero"
+fi
+
+# The rebuilt members now have to be right: with the AGAIN members gone, every chunk of them is
+# reconstructed from the others, the rebuilt ones among them.
+for m in $AGAIN; do grs fail-member r5 "$m" >/dev/null 2>&1; done
+if [ "$(members_health "$AGAIN")" = "$(times failed, $(echo $AGAIN | wc -w))" ]; then
+	verify "degraded again, member(s) $AGAIN failed"
+else
+	fail "member(s) $AGAIN can be failed after the rebuild" "$(members_health "$AGAIN")"
+fi
+if ! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
+	pass "PostgreSQL logged no error at any point"
+else
+	fail "PostgreSQL logged no error at any point" "$(grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
+fi
+pg_ctl_do stop -m fast
+
+# kill -9 of the agent under writers, ROUNDS times, with every member in sync: after each
+# restart the write-intent bitmap's resync must leave every stripe's parity right (a write in
+# flight at the crash may have reached its data chunk and not its parity, or the reverse).
+ROUNDS=${ROUNDS:-6}
+for m in $AGAIN; do grs replace-member r5 "$m" >/dev/null 2>&1; done
+for m in $AGAIN; do
+	wait_in_sync "$m" >/dev/null || fail "member $m is rebuilt before the crash rounds" "$(members_health "$m")"
+done
+resync_done() {
+	for _ in $(seq 1 240); do
+		[ "$(volume_field '.volume.resync_pending_regions' 2>/dev/null)" = 0 ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+bad_rounds=""
+restarted=1
+for round in $(seq 1 "$ROUNDS"); do
+	writers=()
+	for job in 1 2; do
+		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
+			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		writers+=($!)
+	done
+	fio --ioengine=psync --bs=4k --direct=1 --name=same --filename="$MNT/same" --size=1M \
+		--rw=randwrite --time_based --runtime=30 --randseed="$round" >>"$WORK/writers.log" 2>&1 &
+	writers+=($!)
+	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.5 + (r % 150) / 100 }')"
+	kill -KILL "$AGENT_PID"
+	wait "$AGENT_PID" 2>/dev/null
+	for pid in "${writers[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	for pid in "${writers[@]}"; do wait "$pid" 2>/dev/null; done
+	if ! start_mounted_agent; then
+		restarted=0
+		break
+	fi
+	mismatched=$(resync_done && grs scrub r5 --check-only 2>&1 | jq -r '.report.mismatched_chunks' 2>/dev/null)
+	[ "$mismatched" = 0 ] || bad_rounds="$bad_rounds round $round: scrub: ${mismatched:-resync did not finish};"
+	parity_of_images || bad_rounds="$bad_rounds round $round: the member images' XOR is not zero;"
+done
+resyncs=$(grep -c "unclean stop: resyncing" "$WORK/agent.log")
+[ "$resyncs" -ge 1 ] || bad_rounds="$bad_rounds no crash left a region to resync (nothing was tested);"
+if [ "$restarted" -eq 1 ]; then
+	pass "the agent restarts after each of $ROUNDS kill -9 under concurrent writers"
+else
+	fail "the agent restarts after each kill -9" "$(tail -5 "$WORK/agent.log")"
+fi
+if [ "$restarted" -eq 1 ] && [ -z "$bad_rounds" ]; then
+	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub$([ "$LAYOUT" = raid5 ] && echo ' and from the images'))"
+else
+	fail "after every restart the resync leaves every stripe's parity right" "$bad_rounds"
+fi
+if [ "$restarted" -eq 1 ]; then
+	rm -f "$MNT"/busy* "$MNT/same"
+	verify "after $ROUNDS crashes"
+	pg_ctl_do stop -m fast
+fi
+
+kill -TERM "$AGENT_PID"
+if wait "$AGENT_PID"; then
+	pass "SIGTERM stops the agent cleanly"
+else
+	fail "SIGTERM stops the agent cleanly" "$(tail -3 "$WORK/agent.log")"
+fi
+AGENT_PID=""
+
+echo "$PASSED passed, $FAILED failed$([ "$SKIPPED" -gt 0 ] && echo ", $SKIPPED skipped")"
+[ "$FAILED" -eq 0 ]
