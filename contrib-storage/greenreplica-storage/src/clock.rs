@@ -11,6 +11,11 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> Seconds;
     /// Block until `t`; a virtual clock returns at once (time is advanced by its driver).
     fn sleep_until(&self, t: Seconds);
+    /// The event core's step to its next event at `t`: real time sleeps until then, virtual
+    /// time jumps there.
+    fn wait_until(&self, t: Seconds) {
+        self.sleep_until(t);
+    }
 }
 
 /// Wall time, measured from the agent's start.
@@ -71,6 +76,10 @@ impl Clock for VirtualClock {
     }
 
     fn sleep_until(&self, _t: Seconds) {}
+
+    fn wait_until(&self, t: Seconds) {
+        self.advance_to(t);
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod drive;
+pub mod events;
 pub mod export;
 pub mod journal;
 pub mod latency;

@@ -138,6 +138,12 @@ enum Command {
         /// Start/stop budget per day for the cooperative policy.
         #[arg(long, default_value_t = DEFAULT_START_STOP_BUDGET)]
         start_stop_budget: u32,
+        /// Commands each drive queues at once (default: the profile's queue.depth).
+        #[arg(long)]
+        queue_depth: Option<usize>,
+        /// fcfs | sstf | c-look | sptf (default: the profile's queue.scheduler).
+        #[arg(long)]
+        scheduler: Option<greenreplica_storage::profile::SchedulerKind>,
     },
 }
 
@@ -290,6 +296,8 @@ fn run(cli: Cli) -> Result<()> {
             stripe_unit,
             disk,
             start_stop_budget,
+            queue_depth,
+            scheduler,
         } => {
             let members = members.unwrap_or(layout.default_members());
             let report = replay(&ReplayOptions {
@@ -301,6 +309,8 @@ fn run(cli: Cli) -> Result<()> {
                 stripe_unit,
                 disk,
                 start_stop_budget_per_day: start_stop_budget,
+                queue_depth,
+                scheduler,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

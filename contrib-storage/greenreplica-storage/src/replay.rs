@@ -1,9 +1,11 @@
-//! Replay a block trace through the engine under the virtual clock.
+//! Replay a block trace through the engine's event core under the virtual clock: records
+//! arrive as events, member commands queue on the drive models (several at once per drive)
+//! and complete as events.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::clock::VirtualClock;
@@ -12,9 +14,9 @@ use crate::latency::{ResponseSummary, Samples};
 use crate::layout::{self, LayoutKind};
 use crate::ledger::{Ledger, PerState};
 use crate::policy::PolicySpec;
-use crate::profile::DriveProfile;
+use crate::profile::{DriveProfile, SchedulerKind};
 use crate::trace::{ticks_to_seconds, TraceReader, TraceRecord};
-use crate::volume::{Health, MemberSlot, Volume};
+use crate::volume::{Health, MemberSlot, Request, Runner, Volume};
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -27,6 +29,9 @@ pub struct ReplayOptions {
     /// Only replay this DiskNumber (recorded agent traces: 0 is the volume).
     pub disk: Option<u32>,
     pub start_stop_budget_per_day: u32,
+    /// Override the profile's queue depth and scheduler on every drive.
+    pub queue_depth: Option<usize>,
+    pub scheduler: Option<SchedulerKind>,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,12 +99,18 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     )?;
     let slots = (0..opts.members)
         .map(|_| {
-            let drive = Drive::new(
+            let mut drive = Drive::new(
                 profile.clone(),
                 mode,
                 opts.policy.build(opts.start_stop_budget_per_day),
                 0.0,
                 Ledger::default(),
+            );
+            drive.set_queueing(
+                opts.queue_depth
+                    .unwrap_or(profile.queue.depth)
+                    .clamp(1, 1024),
+                opts.scheduler.unwrap_or(profile.queue.scheduler),
             );
             MemberSlot::new(None, drive, Health::InSync)
         })
@@ -108,14 +119,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let capacity = volume.capacity();
 
     let mut origin = None;
-    let mut end = 0.0f64;
-    let mut requests = 0u64;
     let mut wrapped = 0u64;
     let mut responses = Samples::default();
     let mut member_responses: Vec<Samples> =
         (0..opts.members).map(|_| Samples::default()).collect();
     let reader = TraceReader::open(&opts.trace)?;
-    for record in reader {
+    // Trace records become arrivals on the event core, read as the replay goes.
+    let arrivals = reader.filter_map(|record| {
         let TraceRecord {
             timestamp,
             disk,
@@ -123,32 +133,39 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             offset,
             size,
             ..
-        } = record?;
+        } = match record {
+            Ok(r) => r,
+            Err(e) => return Some(Err(anyhow::Error::from(e))),
+        };
         if opts.disk.is_some_and(|d| d != disk) || size == 0 {
-            continue;
+            return None;
         }
         let t0 = *origin.get_or_insert(timestamp);
-        // Out-of-order stamps are served in arrival order: time never goes back.
-        clock.advance_to(ticks_to_seconds(timestamp.saturating_sub(t0)));
-        let now = crate::clock::Clock::now(clock.as_ref());
         let size = size.min(capacity);
         let mut offset = offset;
         if offset + size > capacity {
             offset %= capacity - size + 1;
             wrapped += 1;
         }
-        let (plan, completions) = volume
-            .schedule(kind, offset, size)
-            .with_context(|| format!("request {} (offset {offset}, size {size})", requests + 1))?;
-        let mut done = now;
-        for ((_, io), piece_done) in plan.ios().zip(completions) {
-            member_responses[io.member].push(piece_done - now);
-            done = done.max(piece_done);
-        }
-        responses.push(done - now);
-        end = end.max(done);
+        let at = ticks_to_seconds(timestamp.saturating_sub(t0));
+        Some(Ok((
+            at,
+            Request {
+                kind,
+                offset,
+                len: size,
+                data: None,
+            },
+        )))
+    });
+    let mut requests = 0u64;
+    let end = Runner::new(&volume).run(arrivals, |done| {
         requests += 1;
-    }
+        responses.push(done.done - done.arrival);
+        for (member, at) in done.member_done {
+            member_responses[member].push(at - done.arrival);
+        }
+    })?;
 
     let ledgers = volume.member_ledgers(end);
     let total = Ledger::sum(&ledgers);
@@ -196,6 +213,8 @@ mod tests {
             stripe_unit: 65536,
             disk: None,
             start_stop_budget_per_day: 48,
+            queue_depth: None,
+            scheduler: None,
         }
     }
 

@@ -342,6 +342,20 @@ impl Drive {
         }
     }
 
+    /// When the drive next has something to do or report (a command starting or finishing,
+    /// a finished command not yet polled), without playing it: the event core's wake-up for
+    /// this drive. None when it is idle with nothing to write back.
+    pub fn next_event(&self) -> Option<Seconds> {
+        [
+            self.completions.front().map(|c| c.done),
+            self.next_done().map(|(_, d)| d),
+            self.dispatch_time(),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(f64::total_cmp)
+    }
+
     /// Completions up to `t` (the drive advanced to `t`).
     pub fn poll(&mut self, t: Seconds) -> Vec<Completion> {
         self.pump(t, false);

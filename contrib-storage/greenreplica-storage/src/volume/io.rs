@@ -159,7 +159,7 @@ impl Volume {
         regions.into_iter().collect()
     }
 
-    fn plan_error(&self, problem: impl Into<String>) -> VolumeError {
+    pub(super) fn plan_error(&self, problem: impl Into<String>) -> VolumeError {
         VolumeError::Io {
             volume: self.name.clone(),
             problem: problem.into(),

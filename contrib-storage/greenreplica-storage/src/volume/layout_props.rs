@@ -6,11 +6,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::tests::{volume_with_chunk, MEMBER};
+use super::tests::{memory_volume, MEMBER};
 use super::{Health, Volume};
+use crate::clock::VirtualClock;
 use crate::layout::{LayoutKind, REGISTRY};
 use crate::member::memory::MemMember;
-use crate::member::Member;
 use crate::parity::{self, Geometry, Level};
 use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
@@ -29,13 +29,7 @@ struct Run {
 
 impl Run {
     fn new(kind: LayoutKind, members: usize, seed: u64) -> Self {
-        let stores: Vec<Arc<MemMember>> = (0..members).map(|_| MemMember::new(MEMBER)).collect();
-        let dyn_stores = stores
-            .iter()
-            .cloned()
-            .map(|m| m as Arc<dyn Member>)
-            .collect();
-        let volume = volume_with_chunk(kind, dyn_stores, CHUNK);
+        let (volume, stores) = memory_volume(kind, members, Arc::new(VirtualClock::new()), CHUNK);
         let model = vec![0u8; volume.capacity() as usize];
         Self {
             kind,

@@ -1,6 +1,5 @@
-//! Membership: failing and replacing members, rebuilding a replacement, and the headers that
-//! record who is in sync. Every health change that the headers record happens under the
-//! `headers` lock together with the generation bump and the header writes.
+//! Membership: failing and replacing members and rebuilding a replacement (the headers that
+//! record who is in sync are written by `identity`, under the same `headers` lock).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,7 +7,7 @@ use std::sync::Arc;
 use super::{Health, Span, Volume, VolumeError};
 use crate::member::Member;
 use crate::service_model::IoKind;
-use crate::superblock::{self, MemberData, Superblock, DATA_OFFSET};
+use crate::superblock::DATA_OFFSET;
 use crate::sync::{lock, write};
 
 impl Volume {
@@ -24,7 +23,7 @@ impl Volume {
     }
 
     /// Set a member's health to failed; false if it already was (or does not exist).
-    fn mark_failed(&self, member: usize, reason: &str) -> bool {
+    pub(super) fn mark_failed(&self, member: usize, reason: &str) -> bool {
         let Some(slot) = self.slots.get(member) else {
             return false;
         };
@@ -149,76 +148,5 @@ impl Volume {
             }
         }
         Ok(Some(watermark))
-    }
-
-    fn bump_generation(&self) {
-        if let Some(id) = lock(&self.identity).as_mut() {
-            id.generation += 1;
-        }
-    }
-
-    pub fn identity(&self) -> Option<Superblock> {
-        lock(&self.identity).clone()
-    }
-
-    pub fn set_identity_flags(&self, formatted: bool, clean: bool) -> Result<(), VolumeError> {
-        let _headers = lock(&self.headers);
-        if let Some(id) = lock(&self.identity).as_mut() {
-            id.formatted = formatted;
-            id.clean = clean;
-        }
-        if clean {
-            self.clear_all_intent();
-        }
-        self.write_headers_locked()
-    }
-
-    /// Write the current header to every member that is not failed (a rebuild checkpoint:
-    /// the replacement's data is flushed before the watermark that vouches for it).
-    pub fn persist_headers(&self) -> Result<(), VolumeError> {
-        let _headers = lock(&self.headers);
-        self.write_headers_locked()
-    }
-
-    /// Caller holds `headers`. A member whose header cannot be written is failed, which
-    /// bumps the generation, so the survivors are written again.
-    fn write_headers_locked(&self) -> Result<(), VolumeError> {
-        loop {
-            let Some(identity) = self.identity() else {
-                return Ok(());
-            };
-            let mut failed = Vec::new();
-            for (i, slot) in self.slots.iter().enumerate() {
-                let data = match slot.health() {
-                    Health::InSync => MemberData::InSync,
-                    Health::Rebuilding { watermark } => MemberData::Rebuilding { watermark },
-                    Health::Failed { .. } => continue,
-                };
-                let Some(store) = slot.live_store() else {
-                    continue;
-                };
-                if matches!(data, MemberData::Rebuilding { .. }) {
-                    if let Err(e) = store.flush() {
-                        failed.push((i, format!("flush before a rebuild checkpoint: {e}")));
-                        continue;
-                    }
-                }
-                let header = Superblock {
-                    member_index: i,
-                    data,
-                    ..identity.clone()
-                };
-                if let Err(e) = superblock::write(store.as_ref(), &header) {
-                    failed.push((i, e.to_string()));
-                }
-            }
-            if failed.is_empty() {
-                return self.check_redundancy();
-            }
-            for (i, reason) in failed {
-                self.mark_failed(i, &reason);
-            }
-            self.bump_generation();
-        }
     }
 }

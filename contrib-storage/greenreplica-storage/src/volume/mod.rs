@@ -4,10 +4,14 @@
 //! member storage differ.
 
 mod bitmap;
+mod identity;
 mod io;
 mod membership;
+mod power;
 mod range_lock;
 mod resync;
+mod runner;
+mod status;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -16,10 +20,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::clock::{Clock, Seconds};
-use crate::drive::{Drive, PowerEvent};
+use crate::drive::Drive;
 use crate::latency::Histogram;
 use crate::layout::{LayoutError, MemberView, Personality, Plan};
-use crate::ledger::Ledger;
 use crate::member::Member;
 use crate::power_state::PowerState;
 use crate::service_model::IoKind;
@@ -32,6 +35,8 @@ pub use bitmap::{
 };
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
+pub use runner::{Finished, Request, Runner};
+pub use status::{MemberStatus, VolumeStatus};
 
 /// Read errors a member may have (each corrected from its mirror) before it is failed
 /// (MD's max_corr_read_errors).
@@ -313,16 +318,6 @@ impl Volume {
         done
     }
 
-    /// Virtual time: the completion time of a request arriving now.
-    pub fn simulate(&self, kind: IoKind, offset: u64, len: u64) -> Result<Seconds, VolumeError> {
-        let now = self.clock.now();
-        Ok(self
-            .schedule(kind, offset, len)?
-            .1
-            .into_iter()
-            .fold(now, f64::max))
-    }
-
     /// Real time: wait out the modelled service of the members that emulate a drive.
     fn wait_for(&self, plan: &Plan, done: &[Seconds]) {
         let until = plan
@@ -372,162 +367,6 @@ impl Volume {
                 missing.join(", "),
                 self.layout.kind()
             ),
-        })
-    }
-
-    /// Apply due power transitions and hand spin-downs to the members that act on them.
-    pub fn tick(&self) {
-        self.integrity_tick();
-        let now = self.clock.now();
-        for (i, slot) in self.slots.iter().enumerate() {
-            let events = {
-                let mut drive = lock(&slot.drive);
-                drive.advance_to(now);
-                drive.take_events()
-            };
-            for event in events {
-                tracing::debug!(volume = %self.name, member = i, ?event, "power transition");
-                if let PowerEvent::SpinDownStarted { .. } = event {
-                    if let Some(store) = slot.live_store() {
-                        // Flush while it still spins, so no later FLUSH CACHE wakes it.
-                        if slot.unflushed.swap(false, Ordering::SeqCst) {
-                            if let Err(e) = store.flush() {
-                                self.fail_member(i, &format!("flush before spin-down: {e}"));
-                                continue;
-                            }
-                        }
-                        if let Err(e) = store.spin_down() {
-                            tracing::warn!(volume = %self.name, member = i, error = %e, "spin-down command failed");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn live_slots(&self) -> impl Iterator<Item = &MemberSlot> {
-        self.slots
-            .iter()
-            .filter(|s| !matches!(s.health(), Health::Failed { .. }))
-    }
-
-    pub fn power_state(&self) -> PowerState {
-        let now = self.clock.now();
-        PowerState::aggregate(self.live_slots().map(|s| {
-            let mut d = lock(&s.drive);
-            d.advance_to(now);
-            d.state()
-        }))
-    }
-
-    /// Spin up every live member; returns the aggregate state and seconds until all are ready.
-    pub fn wake(&self) -> (PowerState, f64) {
-        let now = self.clock.now();
-        let ready = self
-            .live_slots()
-            .map(|s| lock(&s.drive).wake(now))
-            .fold(now, f64::max);
-        (self.power_state(), ready - now)
-    }
-
-    pub fn sleep(&self, expected_idle_s: Option<f64>) -> SleepOutcome {
-        let now = self.clock.now();
-        for slot in self.live_slots() {
-            if let Err(reason) = lock(&slot.drive).sleep(now, expected_idle_s) {
-                return SleepOutcome::Declined(reason);
-            }
-        }
-        SleepOutcome::Accepted(self.power_state())
-    }
-
-    /// Record the extents the client will touch next (later layouts act on them).
-    pub fn hint(&self, extents: &[(u64, u64)]) -> Result<usize, VolumeError> {
-        for &(offset, len) in extents {
-            self.check_range(offset, len)?;
-        }
-        let mut hints = lock(&self.hints);
-        *hints = extents.to_vec();
-        Ok(hints.len())
-    }
-
-    pub fn hints(&self) -> Vec<(u64, u64)> {
-        lock(&self.hints).clone()
-    }
-
-    /// Ledgers of every member up to `now`.
-    pub fn member_ledgers(&self, now: Seconds) -> Vec<Ledger> {
-        self.slots
-            .iter()
-            .map(|s| lock(&s.drive).ledger_at(now))
-            .collect()
-    }
-
-    pub fn latency(&self) -> &Histogram {
-        &self.latency
-    }
-
-    pub fn member_latency(&self, member: usize) -> Option<&Histogram> {
-        self.slots.get(member).map(|s| &s.latency)
-    }
-
-    /// The volume object of the control protocol.
-    pub fn status(&self) -> serde_json::Value {
-        let now = self.clock.now();
-        let ledgers = self.member_ledgers(now);
-        let total = Ledger::sum(&ledgers);
-        let members: Vec<_> = self
-            .slots
-            .iter()
-            .zip(&ledgers)
-            .enumerate()
-            .map(|(i, (slot, ledger))| {
-                let (state, profile, policy) = {
-                    let d = lock(&slot.drive);
-                    (
-                        d.state(),
-                        d.profile().summary(d.standby_mode()),
-                        d.policy_description(),
-                    )
-                };
-                let store = read(&slot.store).clone();
-                serde_json::json!({
-                    "index": i,
-                    "kind": store.as_ref().map(|s| s.kind().to_string()),
-                    "path": store.as_ref().map(|s| s.describe()),
-                    "device_power_state": store.as_ref().and_then(|s| s.reported_power_state()),
-                    "health": slot.health(),
-                    "read_errors": slot.read_errors(),
-                    "state": state,
-                    "policy": policy,
-                    "profile": profile,
-                    "ledger": ledger,
-                })
-            })
-            .collect();
-        let profile = self
-            .slots
-            .first()
-            .map(|s| {
-                let d = lock(&s.drive);
-                d.profile().summary(d.standby_mode())
-            })
-            .unwrap_or(serde_json::Value::Null);
-        let degraded = self.slots.iter().any(|s| s.health() != Health::InSync);
-        serde_json::json!({
-            "name": self.name,
-            "layout": self.layout.kind(),
-            "stripe_unit": self.layout.stripe_unit(),
-            "capacity_bytes": self.capacity(),
-            "state": self.power_state(),
-            "degraded": degraded,
-            "profile": profile,
-            "energy_joules": total.energy_joules,
-            "ledger": total,
-            "hints": self.hints().len(),
-            "resync_pending_regions": self.resync_pending(),
-            "last_scrub": self.last_scrub(),
-            "bitmap_dirty_regions": self.intent.as_ref().map(|i| i.dirty_regions()),
-            "members": members,
         })
     }
 }

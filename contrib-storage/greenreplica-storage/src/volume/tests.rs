@@ -2,6 +2,7 @@ use super::*;
 use crate::clock::VirtualClock;
 use crate::layout;
 use crate::layout::LayoutKind;
+use crate::ledger::Ledger;
 use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
 use crate::profile::DriveProfile;
@@ -32,20 +33,24 @@ pub(super) fn volume_clocked(
     build(kind, stores, identity, clock, 65536)
 }
 
-/// A volume of `kind` with chunk (stripe unit) `chunk` in virtual time.
-pub(super) fn volume_with_chunk(
+/// A volume of `kind` over `members` fresh in-memory members, with chunk (stripe unit)
+/// `chunk`; returns the members too, to look at their bytes.
+pub(super) fn memory_volume(
     kind: LayoutKind,
-    stores: Vec<Arc<dyn Member>>,
+    members: usize,
+    clock: Arc<dyn Clock>,
     chunk: u64,
-) -> Volume {
-    build(kind, stores, None, Arc::new(VirtualClock::new()), chunk)
+) -> (Volume, Vec<Arc<MemMember>>) {
+    let stores: Vec<Arc<MemMember>> = (0..members).map(|_| MemMember::new(MEMBER)).collect();
+    let volume = build(kind, dyn_stores(&stores), None, clock, chunk);
+    (volume, stores)
 }
 
-fn build(
+pub(super) fn build(
     kind: LayoutKind,
     stores: Vec<Arc<dyn Member>>,
     identity: Option<Superblock>,
-    clock: Arc<VirtualClock>,
+    clock: Arc<dyn Clock>,
     chunk: u64,
 ) -> Volume {
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
@@ -647,4 +652,121 @@ fn a_latent_error_on_the_first_mirror_does_not_stop_a_resync() {
     assert_eq!(v.slot(0).unwrap().health(), Health::InSync);
     assert!(f0.bad_ranges().is_empty(), "the bad block was rewritten");
     assert!(data_of(&m[0]) == data_of(&m[1]));
+}
+
+#[test]
+fn after_an_unclean_stop_raid5_resync_recomputes_the_parity_of_the_dirty_regions() {
+    use crate::parity;
+    const C: usize = 16384;
+    let (v, m) = memory_volume(
+        LayoutKind::RAID5,
+        3,
+        Arc::new(VirtualClock::new()),
+        C as u64,
+    );
+    let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
+    let v = v.with_write_intent(WriteIntent::new(
+        bitmap,
+        "t",
+        65536,
+        (MEMBER as u64) - DATA_OFFSET,
+    ));
+    let data = pattern(256 * 1024, 5);
+    v.write(0, &data).unwrap();
+    // Stripe s: P on member 2 - s % 3, data after it. Stripe 0: data on 0 and 1, P on 2.
+    let parity_right = |stripe: usize| {
+        let chunk = |member: usize| {
+            let at = DATA_OFFSET as usize + stripe * C;
+            lock(&m[member].bytes)[at..at + C].to_vec()
+        };
+        let p = 2 - stripe % 3;
+        let d: Vec<Vec<u8>> = (1..3).map(|i| chunk((p + i) % 3)).collect();
+        let mut want = vec![0u8; C];
+        parity::compute_p(&[&d[0], &d[1]], &mut want).unwrap();
+        want == chunk(p)
+    };
+    assert!(parity_right(0) && parity_right(5));
+    // The agent died between a data write and its parity write, in stripe 0 (region 0) and
+    // in stripe 5 (region 1, 64 KiB of member space per region).
+    lock(&m[2].bytes)[DATA_OFFSET as usize + 100] ^= 0xff;
+    lock(&m[1].bytes)[DATA_OFFSET as usize + 5 * C + 7] ^= 0xff;
+    assert!(!parity_right(0) && !parity_right(5));
+    v.write_intent().unwrap().set_recovered([0, 1].into());
+    // Reading stripe 0 resyncs its region first; the tick resyncs the other.
+    let mut back = vec![0u8; 4096];
+    v.read(0, &mut back).unwrap();
+    assert_eq!(back, data[..4096]);
+    assert!(parity_right(0), "region 0 resynced before the read");
+    v.tick();
+    assert_eq!(v.resync_pending(), 0);
+    assert!(parity_right(5), "region 1 resynced in the background");
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
+
+#[test]
+fn raid5_scrub_finds_a_wrong_parity_and_repairs_it() {
+    let (v, m) = memory_volume(LayoutKind::RAID5, 4, Arc::new(VirtualClock::new()), 16384);
+    let data = pattern(512 * 1024, 8);
+    v.write(0, &data).unwrap();
+    lock(&m[3].bytes)[DATA_OFFSET as usize + 9] ^= 0x40;
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 1);
+    let repaired = v.scrub(true).unwrap();
+    assert_eq!(
+        (repaired.mismatched_chunks, repaired.repaired_chunks),
+        (1, 1)
+    );
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+    let mut back = vec![0u8; data.len()];
+    v.read(0, &mut back).unwrap();
+    assert!(back == data);
+}
+
+#[test]
+fn the_status_view_keeps_the_protocol_fields() {
+    let (v, _m) = memory_volume(LayoutKind::RAID5, 3, Arc::new(VirtualClock::new()), 65536);
+    v.fail_member(2, "test");
+    let s = v.status();
+    let keys = |o: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = o.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&s),
+        [
+            "bitmap_dirty_regions",
+            "capacity_bytes",
+            "degraded",
+            "energy_joules",
+            "hints",
+            "last_scrub",
+            "layout",
+            "ledger",
+            "members",
+            "name",
+            "profile",
+            "resync_pending_regions",
+            "state",
+            "stripe_unit"
+        ]
+    );
+    assert_eq!(
+        keys(&s["members"][0]),
+        [
+            "device_power_state",
+            "health",
+            "index",
+            "kind",
+            "ledger",
+            "path",
+            "policy",
+            "profile",
+            "read_errors",
+            "state"
+        ]
+    );
+    assert_eq!(s["layout"], "raid5");
+    assert_eq!(s["degraded"], true);
+    assert_eq!(s["members"][2]["health"]["health"], "failed");
+    assert_eq!(s["capacity_bytes"], v.capacity());
 }

@@ -1,0 +1,519 @@
+//! The event-driven I/O path: requests arrive as events, each becomes its personality's
+//! plan, whose member I/O is queued on the drive models (several commands per drive at once:
+//! the drive's queue and scheduler order them), and drive completions come back as events
+//! that move a request to its write phase or finish it. Periodic ticks (power transitions,
+//! background integrity work) are events too. One loop serves both clocks: virtual time
+//! jumps from event to event (replay), real time sleeps until the next one.
+//!
+//! Data: a request's bytes move when it arrives, in arrival order (members that store bytes
+//! see the same sequence of writes as through `Volume::write`); the events model only when
+//! each request completes.
+
+use std::collections::HashMap;
+
+use super::io::Caller;
+use super::{Volume, VolumeError};
+use crate::clock::Seconds;
+use crate::drive::{Class, Completion, Op};
+use crate::events::EventQueue;
+use crate::layout::{MemberIo, Plan};
+use crate::service_model::IoKind;
+use crate::sync::lock;
+
+/// A request to the volume.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub kind: IoKind,
+    pub offset: u64,
+    pub len: u64,
+    /// The bytes of a write (None: timing only, as in a trace replay without data).
+    pub data: Option<Vec<u8>>,
+}
+
+/// A finished request.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// Position in the arrival sequence.
+    pub index: u64,
+    pub kind: IoKind,
+    pub arrival: Seconds,
+    pub done: Seconds,
+    /// (member, completion) of every member command it issued.
+    pub member_done: Vec<(usize, Seconds)>,
+    /// The bytes a read returned (when the members store bytes).
+    pub read: Option<Vec<u8>>,
+}
+
+#[derive(Debug)]
+enum Event {
+    Arrival(u64, Request),
+    Drive(usize),
+    Tick,
+}
+
+#[derive(Debug)]
+struct Pending {
+    index: u64,
+    kind: IoKind,
+    arrival: Seconds,
+    /// The write phase, queued once every read has completed.
+    writes: Vec<MemberIo>,
+    outstanding: usize,
+    member_done: Vec<(usize, Seconds)>,
+    read: Option<Vec<u8>>,
+}
+
+/// Runs requests through a volume on the event core.
+pub struct Runner<'v> {
+    volume: &'v Volume,
+    queue: EventQueue<Event>,
+    pending: Vec<Option<Pending>>,
+    free: Vec<usize>,
+    /// (member, drive command id) → pending request.
+    commands: HashMap<(usize, u64), usize>,
+    /// The wake-up queued for each drive.
+    armed: Vec<Option<Seconds>>,
+    tick_s: Option<f64>,
+    /// Whether request bytes move (the members store bytes).
+    with_data: bool,
+}
+
+impl<'v> Runner<'v> {
+    pub fn new(volume: &'v Volume) -> Self {
+        let with_data = volume
+            .slots
+            .iter()
+            .any(|s| crate::sync::read(&s.store).is_some());
+        Self {
+            volume,
+            queue: EventQueue::default(),
+            pending: Vec::new(),
+            free: Vec::new(),
+            commands: HashMap::new(),
+            armed: vec![None; volume.slots.len()],
+            tick_s: None,
+            with_data,
+        }
+    }
+
+    /// Run `Volume::tick` (power transitions, background integrity work) every `seconds`.
+    pub fn with_ticks(mut self, seconds: f64) -> Self {
+        self.tick_s = Some(seconds).filter(|s| s.is_finite() && *s > 0.0);
+        self
+    }
+
+    /// Serve `arrivals` ((time, request), in arrival order; a time earlier than the previous
+    /// one is served at the previous one) until every request has finished; `finished` is
+    /// called for each. Returns the time the last one finished.
+    pub fn run<E: From<VolumeError>>(
+        &mut self,
+        arrivals: impl IntoIterator<Item = Result<(Seconds, Request), E>>,
+        mut finished: impl FnMut(Finished),
+    ) -> Result<Seconds, E> {
+        let clock = self.volume.clock.clone();
+        let mut arrivals = arrivals.into_iter();
+        let mut index = 0u64;
+        let mut last_arrival = clock.now();
+        let mut end = clock.now();
+        let mut more = true;
+        let mut next_arrival =
+            |queue: &mut EventQueue<Event>, last: &mut Seconds| match arrivals.next() {
+                Some(Ok((at, request))) => {
+                    *last = at.max(*last);
+                    queue.push(*last, Event::Arrival(index, request));
+                    index += 1;
+                    Ok(true)
+                }
+                Some(Err(e)) => Err(e),
+                None => Ok(false),
+            };
+        more &= next_arrival(&mut self.queue, &mut last_arrival)?;
+        if let Some(s) = self.tick_s {
+            self.queue.push(clock.now() + s, Event::Tick);
+        }
+        while let Some((t, event)) = self.queue.pop() {
+            clock.wait_until(t);
+            match event {
+                Event::Arrival(i, request) => {
+                    let what = format!(
+                        "request {} (offset {}, size {})",
+                        i + 1,
+                        request.offset,
+                        request.len
+                    );
+                    let started = self.arrive(t, i, request).map_err(|e| {
+                        E::from(VolumeError::Io {
+                            volume: self.volume.name.clone(),
+                            problem: format!("{what}: {e}"),
+                        })
+                    })?;
+                    if let Some(done) = started {
+                        end = end.max(done.done);
+                        finished(done);
+                    }
+                    if more {
+                        more = next_arrival(&mut self.queue, &mut last_arrival)?;
+                    }
+                }
+                Event::Drive(m) => {
+                    if self.armed[m] != Some(t) {
+                        continue; // superseded by an earlier wake-up
+                    }
+                    self.armed[m] = None;
+                    let completions = {
+                        let mut drive = lock(&self.volume.slots[m].drive);
+                        drive.advance_to(t);
+                        drive.poll(t)
+                    };
+                    for c in completions {
+                        if let Some(done) = self.complete(m, &c) {
+                            end = end.max(done.done);
+                            finished(done);
+                        }
+                    }
+                    self.arm(m);
+                }
+                Event::Tick => {
+                    self.volume.tick();
+                    let busy = more || self.pending.iter().any(Option::is_some);
+                    if let (Some(s), true) = (self.tick_s, busy) {
+                        self.queue.push(t + s, Event::Tick);
+                    }
+                }
+            }
+        }
+        Ok(end)
+    }
+
+    /// A request arrives at `t`: plan it, move its bytes, queue its first phase. Returns it
+    /// when it needs no member I/O.
+    fn arrive(
+        &mut self,
+        t: Seconds,
+        index: u64,
+        request: Request,
+    ) -> Result<Option<Finished>, VolumeError> {
+        let v = self.volume;
+        v.check_range(request.offset, request.len)?;
+        let plan = v
+            .layout
+            .plan(request.kind, request.offset, request.len, &v.views(t))?;
+        let read = if self.with_data {
+            self.move_data(&plan, &request, t)?
+        } else {
+            None
+        };
+        let mut pending = Pending {
+            index,
+            kind: request.kind,
+            arrival: t,
+            writes: plan.writes,
+            outstanding: 0,
+            member_done: Vec::new(),
+            read,
+        };
+        if plan.reads.is_empty() {
+            let writes = std::mem::take(&mut pending.writes);
+            return Ok(self.start_phase(t, pending, &writes, Op::Write { fua: false }));
+        }
+        Ok(self.start_phase(t, pending, &plan.reads, Op::Read))
+    }
+
+    /// The request's bytes, in arrival order: what a read returns, or the write applied.
+    fn move_data(
+        &self,
+        plan: &Plan,
+        request: &Request,
+        t: Seconds,
+    ) -> Result<Option<Vec<u8>>, VolumeError> {
+        let v = self.volume;
+        match (request.kind, &request.data) {
+            (IoKind::Read, _) => {
+                let mut buf = vec![0u8; request.len as usize];
+                v.run(plan, Caller::Read(&mut buf), true, t)?;
+                Ok(Some(buf))
+            }
+            (IoKind::Write, Some(data)) => {
+                let failed = v.run(plan, Caller::Write(data), true, t)?;
+                if failed && !v.layout.survives(&v.in_sync()) {
+                    return Err(v.plan_error(format!(
+                        "write of {} bytes at {} reached no valid copy",
+                        data.len(),
+                        request.offset
+                    )));
+                }
+                v.layout.complete(plan);
+                Ok(None)
+            }
+            (IoKind::Write, None) => {
+                Err(v.plan_error("a write without data to a volume that stores bytes"))
+            }
+        }
+    }
+
+    /// Queue `ios` on their drives; the request waits for all of them.
+    fn start_phase(
+        &mut self,
+        t: Seconds,
+        mut pending: Pending,
+        ios: &[MemberIo],
+        op: Op,
+    ) -> Option<Finished> {
+        if ios.is_empty() {
+            return Some(Finished {
+                index: pending.index,
+                kind: pending.kind,
+                arrival: pending.arrival,
+                done: t,
+                member_done: pending.member_done,
+                read: pending.read,
+            });
+        }
+        pending.outstanding = ios.len();
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push(None);
+                self.pending.len() - 1
+            }
+        };
+        self.pending[slot] = Some(pending);
+        for io in ios {
+            let id = lock(&self.volume.slots[io.member].drive).enqueue(
+                t,
+                op,
+                io.member_offset,
+                io.len,
+                Class::Foreground,
+                None,
+            );
+            self.commands.insert((io.member, id), slot);
+            self.arm(io.member);
+        }
+        None
+    }
+
+    /// A member command finished: the request moves on, or is finished.
+    fn complete(&mut self, member: usize, c: &Completion) -> Option<Finished> {
+        let slot = self.commands.remove(&(member, c.id))?;
+        let pending = self.pending.get_mut(slot)?.as_mut()?;
+        pending.member_done.push((member, c.done));
+        pending.outstanding -= 1;
+        if pending.outstanding > 0 {
+            return None;
+        }
+        let mut pending = self.pending[slot].take()?;
+        self.free.push(slot);
+        let writes = std::mem::take(&mut pending.writes);
+        self.start_phase(c.done, pending, &writes, Op::Write { fua: false })
+    }
+
+    /// Make sure the drive's next event is queued.
+    fn arm(&mut self, member: usize) {
+        let next = lock(&self.volume.slots[member].drive).next_event();
+        if let Some(at) = next {
+            if self.armed[member].is_none_or(|armed| at < armed) {
+                self.armed[member] = Some(at);
+                self.queue.push(at, Event::Drive(member));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::{Clock, RealClock, VirtualClock};
+    use crate::layout::LayoutKind;
+    use crate::member::memory::MemMember;
+    use crate::superblock::DATA_OFFSET;
+    use crate::synth::Rng;
+    use crate::volume::tests::memory_volume;
+
+    const CHUNK: u64 = 16384;
+
+    /// Requests 2 ms apart: writes with data and reads, sector-aligned, up to 3 chunks.
+    fn sequence(capacity: u64, seed: u64, n: usize) -> Vec<(Seconds, Request)> {
+        let mut rng = Rng(seed);
+        (0..n)
+            .map(|i| {
+                let len = (1 + rng.next() % (3 * CHUNK / 512)) * 512;
+                let offset = rng.next() % ((capacity - len) / 512 + 1) * 512;
+                let write = rng.next() % 10 < 6;
+                let fill = rng.next() as u8;
+                let request = Request {
+                    kind: if write { IoKind::Write } else { IoKind::Read },
+                    offset,
+                    len,
+                    data: write.then(|| (0..len).map(|b| (b as u8).wrapping_add(fill)).collect()),
+                };
+                (i as f64 * 0.002, request)
+            })
+            .collect()
+    }
+
+    struct Outcome {
+        members: Vec<Vec<u8>>,
+        reads: Vec<(u64, Vec<u8>)>,
+        finished: Vec<Finished>,
+    }
+
+    fn volume(
+        kind: LayoutKind,
+        members: usize,
+        clock: Arc<dyn Clock>,
+    ) -> (Volume, Vec<Arc<MemMember>>) {
+        memory_volume(kind, members, clock, CHUNK)
+    }
+
+    fn bytes_of(stores: &[Arc<MemMember>]) -> Vec<Vec<u8>> {
+        stores
+            .iter()
+            .map(|m| lock(&m.bytes)[DATA_OFFSET as usize..].to_vec())
+            .collect()
+    }
+
+    fn on_the_event_core(
+        kind: LayoutKind,
+        members: usize,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+    ) -> Outcome {
+        let (v, stores) = volume(kind, members, clock.clone());
+        let start = clock.now();
+        let requests = sequence(v.capacity(), seed, 150);
+        let mut finished = Vec::new();
+        Runner::new(&v)
+            .with_ticks(0.1)
+            .run(
+                requests
+                    .into_iter()
+                    .map(|(at, r)| Ok::<_, VolumeError>((start + at, r))),
+                |f| finished.push(f),
+            )
+            .unwrap();
+        finished.sort_by_key(|f| f.index);
+        let reads = finished
+            .iter()
+            .filter_map(|f| f.read.clone().map(|r| (f.index, r)))
+            .collect();
+        Outcome {
+            members: bytes_of(&stores),
+            reads,
+            finished,
+        }
+    }
+
+    /// The daemon's path: one request after the other through `Volume::read`/`write`.
+    fn one_by_one(kind: LayoutKind, members: usize, seed: u64) -> Outcome {
+        let (v, stores) = volume(kind, members, Arc::new(VirtualClock::new()));
+        let mut reads = Vec::new();
+        for (i, (_, r)) in sequence(v.capacity(), seed, 150).into_iter().enumerate() {
+            match r.data {
+                Some(data) => v.write(r.offset, &data).unwrap(),
+                None => {
+                    let mut buf = vec![0u8; r.len as usize];
+                    v.read(r.offset, &mut buf).unwrap();
+                    reads.push((i as u64, buf));
+                }
+            }
+        }
+        Outcome {
+            members: bytes_of(&stores),
+            reads,
+            finished: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_same_requests_give_the_same_data_in_replay_and_in_real_time() {
+        for (kind, members) in [
+            (LayoutKind::RAID10, 4),
+            (LayoutKind::RAID5, 4),
+            (LayoutKind::RAID6, 5),
+        ] {
+            let virt = on_the_event_core(kind, members, Arc::new(VirtualClock::new()), 11);
+            let real = on_the_event_core(kind, members, Arc::new(RealClock::new()), 11);
+            let sync = one_by_one(kind, members, 11);
+            assert_eq!(virt.finished.len(), 150, "{kind}: every request finished");
+            assert_eq!(real.finished.len(), 150, "{kind}: every request finished");
+            assert!(!virt.reads.is_empty(), "{kind}: the sequence reads");
+            assert!(
+                virt.members == real.members,
+                "{kind}: members equal in both clocks"
+            );
+            assert!(
+                virt.reads == real.reads,
+                "{kind}: reads equal in both clocks"
+            );
+            assert!(
+                virt.members == sync.members,
+                "{kind}: members equal to the daemon's path"
+            );
+            assert!(
+                virt.reads == sync.reads,
+                "{kind}: reads equal to the daemon's path"
+            );
+            for f in virt.finished.iter().chain(&real.finished) {
+                assert!(
+                    f.done >= f.arrival,
+                    "{kind}: request {} ends before it began",
+                    f.index
+                );
+                assert!(f
+                    .member_done
+                    .iter()
+                    .all(|&(_, d)| d >= f.arrival && d <= f.done));
+            }
+        }
+    }
+
+    /// The order in which a burst of reads to scattered places of a 3-member RAID5 finishes,
+    /// with the drives queueing `depth` commands under `scheduler`.
+    fn burst_order(depth: usize, scheduler: crate::profile::SchedulerKind) -> Vec<u64> {
+        let (v, _stores) = volume(LayoutKind::RAID5, 3, Arc::new(VirtualClock::new()));
+        for m in 0..3 {
+            lock(&v.slots[m].drive).set_queueing(depth, scheduler);
+        }
+        // 21 reads arrive together, all on member 0's chunks (data index 0 of
+        // stripes 3k, whose member 0 holds data), far apart and out of order.
+        let stripes: Vec<u64> = (0..21u64).map(|i| (i * 37 % 21) * 3).collect();
+        let burst = stripes.iter().map(|&s| {
+            Ok::<_, VolumeError>((
+                0.0,
+                Request {
+                    kind: IoKind::Read,
+                    offset: s * 2 * CHUNK,
+                    len: 4096,
+                    data: None,
+                },
+            ))
+        });
+        let mut finished = Vec::new();
+        Runner::new(&v).run(burst, |f| finished.push(f)).unwrap();
+        assert_eq!(finished.len(), 21);
+        assert!(finished
+            .iter()
+            .all(|f| f.member_done.iter().all(|&(m, _)| m == 0)));
+        finished.sort_by(|a, b| a.done.total_cmp(&b.done));
+        finished.iter().map(|f| f.index).collect()
+    }
+
+    #[test]
+    fn a_burst_is_queued_on_the_drive_and_its_scheduler_reorders_it() {
+        use crate::profile::SchedulerKind;
+        let fcfs = burst_order(1, SchedulerKind::Fcfs);
+        assert_eq!(
+            fcfs,
+            (0..21).collect::<Vec<_>>(),
+            "depth 1, FCFS: arrival order"
+        );
+        let sptf = burst_order(16, SchedulerKind::Sptf);
+        assert_ne!(sptf, fcfs, "depth 16, SPTF: the drive picks from its queue");
+        let mut sorted = sptf.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, fcfs, "every request finished once");
+    }
+}
