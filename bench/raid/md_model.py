@@ -153,3 +153,35 @@ def textbook_small_write(layout, members):
     rcw = {"reads": d - 1, "writes": 1 + p}
     pick = "rmw" if rmw["reads"] < rcw["reads"] else "rcw"
     return {"rmw": rmw, "rcw": rcw, "md_picks": pick}
+
+
+def _self_check():
+    """The textbook cases (python3 bench/raid/md_model.py): fails loudly if the model drifts."""
+    def one(layout, n, offset, size, kind="Write", way=None):
+        m = MdModel(layout, n, 65536)
+        m.add(kind, offset, size)
+        if way:
+            assert m.tally[f"{way}_rows"] == (size + PAGE - 1) // PAGE, (layout, n, m.tally)
+        return m.tally["member_reads"], m.tally["member_writes"]
+
+    # RAID5 of 5: a 4 KiB write pre-reads old data and parity (rmw 2 < rcw 3).
+    assert one("raid5", 5, 8192, 4096, way="rmw") == (2, 2)
+    # RAID5 of 4: rmw 2 = rcw 2, MD's tie goes to reconstruct-write (2 other data pages).
+    assert one("raid5", 4, 8192, 4096, way="rcw") == (2, 2)
+    # RAID5 of 3: rcw reads the one other data page.
+    assert one("raid5", 3, 8192, 4096, way="rcw") == (1, 2)
+    # A whole-stripe write reads nothing and writes every member.
+    assert one("raid5", 4, 0, 3 * 65536) == (0, 4)
+    assert one("raid6", 6, 0, 4 * 65536) == (0, 6)
+    # RAID6 of 6: rmw 3 = rcw 3 -> rcw; writes data, P and Q.
+    assert one("raid6", 6, 4096, 4096, way="rcw") == (3, 3)
+    # RAID6 of 8: rmw 3 < rcw 5.
+    assert one("raid6", 8, 4096, 4096, way="rmw") == (3, 3)
+    # A read of two chunks is two member reads; RAID10 writes both copies.
+    assert one("raid5", 4, 60 * 1024, 8192, "Read") == (2, 0)
+    assert one("raid10", 4, 0, 4096) == (0, 2)
+    print("md_model: textbook cases hold")
+
+
+if __name__ == "__main__":
+    _self_check()
