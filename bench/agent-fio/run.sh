@@ -38,7 +38,9 @@ AGENT=""
 cleanup() {
 	[ -n "$AGENT" ] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
 	awk -v w="$WORK" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
-	losetup -a | grep -F "$WORK" | cut -d: -f1 | while read -r d; do losetup -d "$d"; done
+	# No loop device left is the usual case: grep finding nothing must not end the trap
+	# (errexit applies in it) before the work directory is removed.
+	{ losetup -a | grep -F "$WORK" || true; } | cut -d: -f1 | while read -r d; do losetup -d "$d"; done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
