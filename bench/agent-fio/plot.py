@@ -23,7 +23,7 @@ target_of = {j: data["targets"]["sequential_1m"] if j.startswith("seq") else
 series = ({name: d["ratios"] for name, d in data["layouts"].items()} if "layouts" in data
           else {data.get("layout", "single"): data["ratios"]})
 width = 0.8 / len(series)
-palette = ["#4c9f70", "#4c72b0", "#dd8452", "#55a868", "#8172b3"]
+palette = ["#8c8c8c", "#4c72b0", "#dd8452", "#55a868", "#8172b3"]
 
 fig, ax = plt.subplots(figsize=(8 + 1.5 * (len(series) - 1), 4.5))
 for k, (name, ratios) in enumerate(series.items()):
