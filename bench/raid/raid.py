@@ -99,7 +99,12 @@ def replay(binary, trace, profile, policy, layout, members, extra=()):
 
 def summary(report):
     members = report["members"]
+    # A member is in one power state at a time: its state seconds should add up to the
+    # replay's duration.  More means the ledger counted some time twice (energy too high).
+    state_s = [sum(m["state_seconds"].values()) for m in members]
     return {
+        "member_state_seconds": state_s,
+        "ledger_overcount": max(state_s) / report["duration_s"] - 1 if report["duration_s"] else 0,
         "energy_kj": report["energy_joules"] / 1e3,
         "spin_ups": report["spin_ups"],
         "response_ms": report["response_ms"],
@@ -158,6 +163,13 @@ def msr_grid(args, tmp):
                     row["member_reads_per_user_write"] = (
                         row["member_reads"] - md["member_reads_for_user_reads"]) / user_writes
                     row["member_writes_per_user_write"] = row["member_writes"] / user_writes
+                    if args.grid_reference_bin:
+                        # The same run on a build of the parity layouts from before the
+                        # event core (synchronous replay), to set its ledger beside this one.
+                        ref, _ = replay(args.grid_reference_bin, path, profile, policy, layout,
+                                        n, ["--stripe-unit", str(chunk)])
+                        row["reference_build"] = summary(ref) | {
+                            "energy_j": ref["energy_joules"]}
                     runs.append(row)
                     print(f"{name} {layout}/{n} {profile} {policy}: "
                           f"{row['energy_kj']:.1f} kJ, mean {row['response_ms']['mean']:.2f} ms, "
@@ -165,7 +177,8 @@ def msr_grid(args, tmp):
                           f"{row['member_reads_per_user_write']:.2f} (MD "
                           f"{md['reads_per_user_write']:.2f}), writes/write "
                           f"{row['member_writes_per_user_write']:.2f} (MD "
-                          f"{md['writes_per_user_write']:.2f})", flush=True)
+                          f"{md['writes_per_user_write']:.2f}), ledger overcount "
+                          f"{row['ledger_overcount']:.3f}", flush=True)
         path.unlink()
     return {
         "setup": (f"replay (virtual time, the event core, each profile's own queue depth and "
@@ -178,6 +191,7 @@ def msr_grid(args, tmp):
         "usable_capacity_members": {"raid10": n // 2, "raid5": n - 1, "raid6": n - 2},
         "traces": traces,
         "textbook_small_write": {l: md_model.textbook_small_write(l, n) for l in GRID_LAYOUTS},
+        "reference_build": args.grid_reference_bin,
         "runs": runs,
         "md_model": models,
     }
@@ -192,21 +206,32 @@ def plot_grid(grid, out):
 
     def find(t, pr, po, lay):
         return next((r for r in runs if (r["trace"], r["profile"], r["layout"]) == (t, pr, lay)
-                     and r["policy"].split(":")[0] == po.split(":")[0]), None)
+                     and r["policy"].split(":")[0] == po), None)
 
-    cases = [(t, pr, po) for t in traces for pr in profiles for po in ("always-on", "idle")]
-    labels = [f"{t}\n{pr.split('-')[0]}\n{po}" for t, pr, po in cases]
+    cases = [(t, pr, po) for t in traces for pr in profiles
+             for po in ("always-on", "idle-timeout")]
+    labels = [f"{t}\n{pr.split('-')[0]}\n{po.replace('-timeout', '')}" for t, pr, po in cases]
     fig, axes = plt.subplots(4, 1, figsize=(13, 15))
     width = 0.27
+    has_ref = any("reference_build" in r for r in runs)
     for k, lay in enumerate(GRID_LAYOUTS):
         xs = [i + (k - 1) * width for i in range(len(cases))]
-        rel, mean, p99 = [], [], []
+        rel, rel_ref, mean, p99 = [], [], [], []
         for t, pr, po in cases:
             r, base = find(t, pr, po, lay), find(t, pr, po, "raid10")
             rel.append(r["energy_j"] / base["energy_j"] if r and base else 0)
+            rel_ref.append(r["reference_build"]["energy_j"] / base["reference_build"]["energy_j"]
+                           if has_ref and r and base else 0)
             mean.append(r["response_ms"]["mean"] if r else 0)
             p99.append(r["response_ms"]["p99"] if r else 0)
-        axes[0].bar(xs, rel, width, label=lay, color=colors[lay])
+        if has_ref:
+            half = width / 2
+            axes[0].bar([x - half / 2 for x in xs], rel, half, label=f"{lay} (this build)",
+                        color=colors[lay])
+            axes[0].bar([x + half / 2 for x in xs], rel_ref, half, color=colors[lay],
+                        alpha=0.45, hatch="//", label=f"{lay} (reference build)")
+        else:
+            axes[0].bar(xs, rel, width, label=lay, color=colors[lay])
         axes[1].bar(xs, mean, width, label=lay, color=colors[lay])
         axes[2].bar(xs, p99, width, label=lay, color=colors[lay])
     axes[0].axhline(1.0, color="grey", linewidth=0.8)
@@ -265,6 +290,9 @@ def main():
     ap.add_argument("--grid-scale", type=float, default=1.0,
                     help="multiply the MSR-like traces' request counts (0.02 for a quick look)")
     ap.add_argument("--skip-grid", action="store_true")
+    ap.add_argument("--grid-reference-bin",
+                    help="also run the grid on this build (e.g. the parity layouts before "
+                         "the event core) and keep its figures beside each run")
     args = ap.parse_args()
 
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
