@@ -8,7 +8,7 @@
 # PGXS is included only when no project entry point was asked for: the
 # entry points call back into this Makefile for the PGXS steps.
 
-PROJECT_GOALS := check check-recovery demo deps storage storage-check bench-agent-fio bench-paper
+PROJECT_GOALS := check check-recovery demo deps storage storage-check bench-agent-fio bench-paper bench-raid
 
 ifneq ($(filter $(PROJECT_GOALS),$(MAKECMDGOALS)),)
 
@@ -40,6 +40,11 @@ demo:
 
 bench-agent-fio:
 	bash bench/agent-fio/run.sh
+
+# RAID5/6 vs RAID10 in replay and replay speed (minutes, any user); RAID_ARGS=--baseline-bin ...
+bench-raid:
+	cd contrib-storage && PATH=$$HOME/.cargo/bin:$$PATH cargo build --release --quiet
+	/usr/bin/python3 bench/raid/raid.py $(RAID_ARGS)
 
 # The paper-scale energy grid (hours); needs what "make demo" builds.
 bench-paper:
