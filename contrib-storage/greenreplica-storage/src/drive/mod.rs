@@ -93,6 +93,9 @@ pub struct Drive {
     completions: VecDeque<Completion>,
     /// When a slot of the mechanism last became free.
     free_since: Seconds,
+    /// When the last host command finished: write-back starts `destage_delay` after it and
+    /// then runs extent after extent until a host command arrives or the cache is clean.
+    host_quiet_since: Seconds,
     next_id: u64,
     /// Extents that reached the media since the last `take_destaged`.
     on_media: Vec<(u64, Extent)>,
@@ -125,6 +128,7 @@ impl Drive {
             in_flight: Vec::new(),
             completions: VecDeque::new(),
             free_since: now,
+            host_quiet_since: now,
             next_id: 1,
             on_media: Vec::new(),
         }
@@ -196,9 +200,10 @@ impl Drive {
         match self.queue.earliest_arrival() {
             Some(arrival) => Some(self.free_since.max(arrival)),
             // Idle with dirty data: destage it (background work, one extent at a time).
-            None if busy == 0 && self.mechanism.dirty_bytes() > 0 => {
-                Some(self.free_since + self.mechanism.destage_delay())
-            }
+            None if busy == 0 && self.mechanism.dirty_bytes() > 0 => Some(
+                self.free_since
+                    .max(self.host_quiet_since + self.mechanism.destage_delay()),
+            ),
             None => None,
         }
     }
@@ -266,6 +271,7 @@ impl Drive {
         }
         self.on_media.extend(f.destaging);
         if let Some(c) = f.command {
+            self.host_quiet_since = self.host_quiet_since.max(f.done);
             self.completions.push_back(Completion {
                 id: c.id,
                 op: c.op,

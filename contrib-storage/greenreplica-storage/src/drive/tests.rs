@@ -368,6 +368,29 @@ fn idle_time_destages_the_write_cache() {
 }
 
 #[test]
+fn an_idle_drive_destages_extent_after_extent_without_waiting_again() {
+    // 50 scattered cached writes: once the host is quiet for destage_idle_ms, write-back
+    // runs back to back (a seek and a rotation each), not one extent per idle period.
+    let mut d = drive("wd1600aajs", "always-on");
+    let mut t = 0.0;
+    for i in 0..50u64 {
+        t = d.submit(t, IoKind::Write, (i * 7_919) % 20_000 * (1 << 20), 8192);
+    }
+    assert_eq!(
+        d.dirty_bytes(),
+        50 * 8192,
+        "all 50 writes acknowledged from the cache"
+    );
+    // 0.1 s idle, then 50 random writes of ~13 ms: about 0.75 s; 50 idle periods would be 5 s.
+    d.advance_to(t + 1.5);
+    assert_eq!(
+        d.dirty_bytes(),
+        0,
+        "written back within 1.5 s of the last write"
+    );
+}
+
+#[test]
 fn fua_and_disabled_write_cache_go_to_the_media() {
     let mut d = drive("wd1600aajs", "always-on");
     let t = d.submit_op(

@@ -160,6 +160,9 @@ impl<'v> Runner<'v> {
                         continue; // superseded by an earlier wake-up
                     }
                     self.armed[m] = None;
+                    // The drive's own work (write-back of its cache) belongs to the run:
+                    // its ledger has been played up to here.
+                    end = end.max(t);
                     let completions = {
                         let mut drive = lock(&self.volume.slots[m].drive);
                         drive.advance_to(t);
