@@ -31,6 +31,9 @@
 #include "greenreplica.h"
 #include "gr_fold.h"
 
+/* Publish the write-back's progress every so many buffers (one spinlock each). */
+#define GR_FLUSH_PROGRESS_EVERY 64
+
 typedef struct GrDirtyBuffer
 {
 	GrBlockKey	key;			/* the tag in the fold's physical order */
@@ -91,6 +94,7 @@ gr_flush_dirty_buffers_sorted(void)
 	}
 
 	qsort(dirty, ndirty, sizeof(GrDirtyBuffer), gr_dirty_buffer_cmp);
+	gr_set_step_progress(0, (double) ndirty);
 
 	for (i = 0; i < ndirty; i++)
 	{
@@ -105,6 +109,8 @@ gr_flush_dirty_buffers_sorted(void)
 		FlushOneBuffer(buffer);
 		UnlockReleaseBuffer(buffer);
 		written++;
+		if (written % GR_FLUSH_PROGRESS_EVERY == 0)
+			gr_set_step_progress((double) (i + 1), (double) ndirty);
 	}
 
 	pfree(dirty);

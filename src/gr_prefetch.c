@@ -339,6 +339,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 		result->bytes += ranges[r].length;
 		result->blocks_read += ranges[r].needed;
 		result->gap_blocks += ranges[r].length / BLCKSZ - ranges[r].needed;
+		gr_set_step_done((double) result->blocks_read);
 	}
 	if (fd >= 0)
 		CloseTransientFile(fd);
@@ -434,6 +435,8 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 				break;
 			}
 			i = run_end;
+			gr_set_step_done((double) (result->blocks_read + result->blocks_cached +
+									   result->blocks_skipped));
 			if (i < file_end && abort_check())
 			{
 				result->aborted = true;

@@ -103,6 +103,15 @@ gr_set_step_progress(double done, double total)
 	SpinLockRelease(&gr_state->mutex);
 }
 
+/* How far the step under way is, its total left as set. */
+void
+gr_set_step_done(double done)
+{
+	SpinLockAcquire(&gr_state->mutex);
+	gr_state->step_done = done;
+	SpinLockRelease(&gr_state->mutex);
+}
+
 static void
 gr_shmem_request(void)
 {

@@ -205,6 +205,7 @@ extern void gr_set_phase(GrPhase phase);
 extern void gr_set_note(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void gr_set_step(const char *step);
 extern void gr_set_step_progress(double done, double total);
+extern void gr_set_step_done(double done);
 
 /* Operator pause and resume (gr_pause.c) */
 extern void gr_install_pause_hooks(void);

@@ -39,6 +39,13 @@ ok( $standby->poll_query_until(
 		    AND step_started_at <= now() - interval '1 s'
 		   FROM greenreplica_status"),
 	'a second into the FLUSH step the view names the step and when it began');
+# The write-back publishes its progress: buffers written of the dirty ones
+# found (the developer delay holds FLUSH after the writes, before the sleep).
+is( $standby->safe_psql(
+		'postgres',
+		"SELECT step_total > 0 AND step_done = step_total FROM greenreplica_status
+		  WHERE phase = 'flush' AND step = 'write-back and sync'"),
+	't', 'during FLUSH the view shows the buffers written of the dirty ones found');
 is( $standby->safe_psql(
 		'postgres',
 		"SELECT volume_state NOT IN ('standby', 'spinning_down') FROM greenreplica_status"),
