@@ -60,6 +60,7 @@ greenreplica.rto = ${rto}s
 greenreplica.max_apply_delay = 600s
 shared_buffers = 16MB
 recovery_prefetch = off
+bgwriter_lru_maxpages = 0
 });
 $primary->safe_psql('postgres', 'UPDATE t SET v = v + 1');
 $primary->safe_psql('postgres', 'VACUUM t');
