@@ -54,7 +54,7 @@ extern double gr_plan_rto_estimate(double unapplied_bytes, double r_apl,
 								   double spin_up_remaining);
 
 /*
- * The time model of applying a backlog (issue 10): replay's cost is
+ * The time model of applying a backlog: replay's cost is
  * dominated by the reads of blocks that are neither restored from a
  * full-page image nor initialized, so bytes per second can be off by two
  * orders of magnitude between a window right after a checkpoint and one in

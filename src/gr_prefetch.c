@@ -18,7 +18,7 @@
  * exactly as without compaction.  Nothing here changes what redo does; it
  * only warms the buffer pool.
  *
- * With greenreplica.prefetch_method = os_cache (issue 14) the window's whole
+ * With greenreplica.prefetch_method = os_cache the window's whole
  * read set is staged in the OS page cache instead: per segment file the
  * needed blocks are merged into ranges across gaps of up to
  * greenreplica.prefetch_merge_gap blocks, the ranges are sorted by their

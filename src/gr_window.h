@@ -89,7 +89,7 @@ typedef struct GrPrefetchResult
 	uint64		bytes;
 	double		sequential_share;	/* blocks read after the first of a run */
 	uint64		gap_blocks;		/* os_cache: blocks read through between
-								 * needed ones (issue 14) */
+								 * needed ones */
 	double		seconds;
 	bool		aborted;
 } GrPrefetchResult;
@@ -104,7 +104,7 @@ extern uint64 gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads)
 extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
 extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 							   GrAbortCheck abort_check);
-/* issue 14: the os_cache read path */
+/* the os_cache read path */
 extern uint64 gr_prefetch_max_reads(void);
 extern uint64 gr_physical_offset(int fd, uint64 offset);
 

@@ -1323,7 +1323,7 @@ gr_flush_batch(TimestampTz now)
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica batch: " UINT64_FORMAT " bytes, " UINT64_FORMAT " records, %d buffers written in %.3f s",
 							 bytes, records, written, seconds)));
-	/* issue 14: R_apl's split, one line a batch (batches are minutes apart) */
+	/* R_apl's split, one line a batch (batches are minutes apart) */
 	ereport(LOG,
 			(errmsg("greenreplica: batch applied " UINT64_FORMAT " bytes of WAL: wake %.3f s, prefetch %.3f s, apply %.3f s, flush %.3f s, %d buffers written",
 					bytes, wake_s, prefetch_s, apply_s, flush_s, written)));
@@ -1831,7 +1831,7 @@ gr_scheduler_main(Datum main_arg)
 					gr_mode_name(gr_mode))));
 
 	/*
-	 * issue 14: a background writer that trickles dirty buffers out during
+	 * A background writer that trickles dirty buffers out during
 	 * APPLY turns FLUSH's sorted burst into scattered writes.
 	 */
 	if (gr_mode != GR_MODE_OFF && bgwriter_lru_maxpages > 0)
@@ -1842,7 +1842,7 @@ gr_scheduler_main(Datum main_arg)
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
 
 	/*
-	 * issue 14: PostgreSQL's recovery prefetcher, during APPLY, also reads
+	 * PostgreSQL's recovery prefetcher, during APPLY, also reads
 	 * blocks whose first change in the window restores a full-page image
 	 * (reads redo never needs, which PREFETCH leaves out): 86 reads per MB
 	 * of WAL in the fresh-window benchmark, where redo needed 6 in all.

@@ -30,7 +30,7 @@ typedef enum GrMode
 	GR_MODE_COMPACT				/* batched replay plus fold/sort/prefetch */
 } GrMode;
 
-/* greenreplica.prefetch_method (issue 14) */
+/* greenreplica.prefetch_method */
 typedef enum GrPrefetchMethod
 {
 	GR_PREFETCH_BUFFERS,		/* read into shared buffers, run by run */
@@ -126,7 +126,7 @@ typedef struct GrSharedState
 	double		last_batch_bytes_per_block; /* block set memory per block */
 	uint64		last_batch_hint_extents;	/* volume extents hinted to the
 											 * agent */
-	/* issue 14: where the last batch's time went, and os_cache gap reads */
+	/* where the last batch's time went, and os_cache gap reads */
 	double		last_batch_wake_s;	/* spin-up, overlapping the decode */
 	double		last_batch_prefetch_s;
 	double		last_batch_apply_s;
