@@ -452,7 +452,9 @@ impl Drive {
     }
 
     /// When the drive could start serving a request arriving at `now` (for read balancing).
-    pub fn ready_estimate(&self, now: Seconds) -> Seconds {
+    /// Plays what is due first: a drive whose idle timeout passed must look asleep, not idle.
+    pub fn ready_estimate(&mut self, now: Seconds) -> Seconds {
+        self.pump(now, false);
         self.power.ready_estimate(now)
     }
 

@@ -66,6 +66,22 @@ fn request_during_spin_down_waits_for_the_full_cycle() {
 }
 
 #[test]
+fn a_drive_past_its_idle_timeout_does_not_look_ready_to_read_balancing() {
+    // RAID10 sends a read to the copy whose drive is readiest: one that has spun down since
+    // its last command must say so, or a sleeping mirror is woken while its twin spins.
+    let mut d = drive("test-fast", "idle-timeout:1");
+    let done = d.submit(0.0, IoKind::Read, 0, 4096);
+    assert!(close(d.ready_estimate(done), done));
+    let spin_up = d.profile().mode(d.profile().default_mode_index()).spin_up_s;
+    assert!(spin_up > 0.0);
+    assert!(
+        d.ready_estimate(5.0) >= 5.0 + spin_up - 1e-9,
+        "asleep since ~1.2 s, but ready at {}",
+        d.ready_estimate(5.0)
+    );
+}
+
+#[test]
 fn requests_queue_behind_each_other() {
     // The second read continues where the first ended: it waits only for the platter
     // to deliver its MiB at the outer zone's media rate (read-ahead keeps streaming).
