@@ -23,12 +23,7 @@ WRITERS=()
 cleanup() {
 	local pid
 	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null
-	for _ in $(seq 1 40); do
-		[ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null || break
-		sleep 0.25
-	done
-	[ -n "$AGENT_PID" ] && kill -KILL "$AGENT_PID" 2>/dev/null
+	[ -n "$AGENT_PID" ] && terminate 10 "$AGENT_PID"
 	fsfreeze -u "$MNT" 2>/dev/null
 	unmount_below "$WORK"
 	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
@@ -126,25 +121,10 @@ fi
 diverged_rounds=0
 restart_failures=0
 for round in $(seq 1 "$ROUNDS"); do
-	# Concurrent writers: two buffered random writers and two direct writers hammering the
-	# same blocks of one file.
-	WRITERS=()
-	for job in 1 2; do
-		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
-			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
-			>>"$WORK/writers.log" 2>&1 &
-		WRITERS+=($!)
-		fio --ioengine=psync --bs=4k --direct=1 --name="same$job" --filename="$MNT/same" --size=1M \
-			--rw=randwrite --time_based --runtime=30 --randseed=$((round * 10 + job)) \
-			>>"$WORK/writers.log" 2>&1 &
-		WRITERS+=($!)
-	done
+	# Two buffered random writers and two direct writers hammering the same blocks of one file.
+	start_crash_writers "$round" 2
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + (r % 170) / 100 }')"
-	kill -KILL "$AGENT_PID"
-	wait "$AGENT_PID" 2>/dev/null
-	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-	for pid in "${WRITERS[@]}"; do wait "$pid" 2>/dev/null; done
-	WRITERS=()
+	crash_agent_under_writers
 	if ! start_mounted_agent; then
 		restart_failures=$((restart_failures + 1))
 		echo "round $round: restart failed" >>"$WORK/diverged"

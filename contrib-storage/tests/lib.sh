@@ -86,3 +86,47 @@ start_mounted_agent() {
 	done
 	return 1
 }
+
+# terminate SECONDS PID...: SIGTERM, up to SECONDS for them to exit, then SIGKILL.
+terminate() {
+	local seconds=$1 pid alive
+	shift
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
+	for _ in $(seq 1 $((seconds * 4))); do
+		alive=0
+		for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+		[ "$alive" -eq 0 ] && break
+		sleep 0.25
+	done
+	for pid in "$@"; do kill -KILL "$pid" 2>/dev/null; done
+}
+
+# start_crash_writers ROUND DIRECT: what runs while the agent is killed: two buffered random
+# writers (fsync every 4 writes) on $MNT/busy1 and busy2, and DIRECT direct writers hammering
+# the same 1 MiB of $MNT/same; their pids in WRITERS, their output in $WORK/writers.log.
+start_crash_writers() {
+	local round=$1 direct=$2 job
+	WRITERS=()
+	for job in 1 2; do
+		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
+			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		WRITERS+=($!)
+	done
+	for job in $(seq 1 "$direct"); do
+		fio --ioengine=psync --bs=4k --direct=1 --name="same$job" --filename="$MNT/same" --size=1M \
+			--rw=randwrite --time_based --runtime=30 --randseed=$((round * 10 + job)) \
+			>>"$WORK/writers.log" 2>&1 &
+		WRITERS+=($!)
+	done
+}
+
+# crash_agent_under_writers: kill -9 the agent (AGENT_PID) mid-write, then the writers.
+crash_agent_under_writers() {
+	local pid
+	kill -KILL "$AGENT_PID"
+	wait "$AGENT_PID" 2>/dev/null
+	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	for pid in "${WRITERS[@]}"; do wait "$pid" 2>/dev/null; done
+	WRITERS=()
+}

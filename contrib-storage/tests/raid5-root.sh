@@ -33,6 +33,7 @@ WORK=$(mktemp -d "/tmp/grs-$LAYOUT.XXXXXX")
 chmod 755 "$WORK"
 AGENT_PID=""
 BENCH_PID=""
+WRITERS=()
 SOCK=$WORK/run/control.sock
 MNT=$WORK/mnt/r5
 PGDATA_DIR=$WORK/pgdata
@@ -77,14 +78,8 @@ PY
 cleanup() {
 	[ -n "$BENCH_PID" ] && kill -KILL "$BENCH_PID" 2>/dev/null
 	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m immediate 2>/dev/null
-	if [ -n "$AGENT_PID" ]; then
-		kill -TERM "$AGENT_PID" 2>/dev/null
-		for _ in $(seq 1 40); do
-			kill -0 "$AGENT_PID" 2>/dev/null || break
-			sleep 0.25
-		done
-		kill -KILL "$AGENT_PID" 2>/dev/null
-	fi
+	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	[ -n "$AGENT_PID" ] && terminate 10 "$AGENT_PID"
 	unmount_below "$WORK"
 	[ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
@@ -290,21 +285,9 @@ resync_done() {
 bad_rounds=""
 restarted=1
 for round in $(seq 1 "$ROUNDS"); do
-	writers=()
-	for job in 1 2; do
-		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
-			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
-			>>"$WORK/writers.log" 2>&1 &
-		writers+=($!)
-	done
-	fio --ioengine=psync --bs=4k --direct=1 --name=same --filename="$MNT/same" --size=1M \
-		--rw=randwrite --time_based --runtime=30 --randseed="$round" >>"$WORK/writers.log" 2>&1 &
-	writers+=($!)
+	start_crash_writers "$round" 1
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.5 + (r % 150) / 100 }')"
-	kill -KILL "$AGENT_PID"
-	wait "$AGENT_PID" 2>/dev/null
-	for pid in "${writers[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-	for pid in "${writers[@]}"; do wait "$pid" 2>/dev/null; done
+	crash_agent_under_writers
 	if ! start_mounted_agent; then
 		restarted=0
 		break

@@ -24,15 +24,7 @@ AGENT_PID=""
 ALL_PIDS=()
 
 cleanup() {
-	local pid
-	for pid in "${ALL_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-	for _ in $(seq 1 40); do
-		local alive=0
-		for pid in "${ALL_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-		[ "$alive" -eq 0 ] && break
-		sleep 0.25
-	done
-	for pid in "${ALL_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	terminate 10 "${ALL_PIDS[@]}"
 	# Whatever is still mounted below WORK (deepest first), then loops on WORK's files.
 	unmount_below "$WORK"
 	rm -rf "$WORK"

@@ -26,15 +26,7 @@ AGENT_PID=""
 ALL_PIDS=()
 
 cleanup() {
-	local pid
-	for pid in "${ALL_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-	for _ in $(seq 1 120); do
-		local alive=0
-		for pid in "${ALL_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-		[ "$alive" -eq 0 ] && break
-		sleep 0.25
-	done
-	for pid in "${ALL_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	terminate 30 "${ALL_PIDS[@]}"
 	unmount_below "$WORK"
 	[ -n "${KEEP_WORK:-}" ] && { cp -r "$WORK"/*.log /tmp/grs-sec-logs/ 2>/dev/null; }
 	rm -rf "$WORK"
