@@ -190,11 +190,38 @@ impl Raid56 {
     /// part every member holds the whole row validly or not at all: a write then updates
     /// what the rebuild already copied and leaves the rest to the rebuild.
     fn split_at_watermarks(&self, range: &StripeRange, views: &[MemberView]) -> Vec<StripeRange> {
+        let cuts: Vec<u64> = views.iter().map(|v| v.valid_below).collect();
+        self.split_row_at(range, cuts)
+    }
+
+    /// A stripe's pieces as rows that each cover one connected span of chunk offsets: a
+    /// write touching the end of one chunk and the start of the next updates parity over
+    /// the two spans it writes (as MD, page by page), not over the chunk between them.
+    fn split_into_spans(&self, range: &StripeRange) -> Vec<StripeRange> {
+        let mut spans: Vec<(u64, u64)> = range
+            .pieces
+            .iter()
+            .map(|p| (p.member_offset, p.member_offset + p.len))
+            .collect();
+        spans.sort_unstable();
+        let mut cuts = Vec::new();
+        let mut reach = spans.first().map_or(0, |s| s.1);
+        for &(from, to) in spans.iter().skip(1) {
+            if from > reach {
+                cuts.extend([reach, from]);
+            }
+            reach = reach.max(to);
+        }
+        self.split_row_at(range, cuts)
+    }
+
+    /// `range` cut at the member offsets `cuts` that fall inside its row; parts without a
+    /// piece are dropped.
+    fn split_row_at(&self, range: &StripeRange, cuts: Vec<u64>) -> Vec<StripeRange> {
         let row = self.row_of(range);
         let end = row.start + row.len;
-        let mut cuts: Vec<u64> = views
-            .iter()
-            .map(|v| v.valid_below)
+        let mut cuts: Vec<u64> = cuts
+            .into_iter()
             .filter(|&w| w > row.start && w < end)
             .collect();
         if cuts.is_empty() {
@@ -574,8 +601,10 @@ impl Personality for Raid56 {
             match kind {
                 IoKind::Read => self.plan_read(&mut b, offset, &range, views)?,
                 IoKind::Write => {
-                    for part in self.split_at_watermarks(&range, views) {
-                        self.plan_write(&mut b, offset, &part, views)?;
+                    for span in self.split_into_spans(&range) {
+                        for part in self.split_at_watermarks(&span, views) {
+                            self.plan_write(&mut b, offset, &part, views)?;
+                        }
                     }
                 }
             }
@@ -650,5 +679,72 @@ impl Personality for Raid56 {
             .filter(|&m| !valid.get(m).copied().unwrap_or(false))
             .count();
         missing <= self.level().parity_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::registry::Shape;
+
+    const KIB: u64 = 1024;
+
+    fn raid6_of_4() -> Raid56 {
+        let shape = Shape {
+            members: 4,
+            member_bytes: 64 * 64 * KIB,
+            chunk: 64 * KIB,
+        };
+        match Raid56::new(Level::Raid6, &shape) {
+            Ok(r) => r,
+            Err(e) => panic!("raid6/4: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_write_across_a_chunk_boundary_rewrites_parity_only_where_it_writes() {
+        // 28 KiB at 40 KiB on raid6/4 (64 KiB chunks): the last 24 KiB of chunk 0 and the first
+        // 4 KiB of chunk 1. MD updates P and Q over those 28 KiB; so must we (not 64 KiB each).
+        let r = raid6_of_4();
+        let views = vec![MemberView::healthy(0.0); 4];
+        let plan = match r.plan(IoKind::Write, 40 * KIB, 28 * KIB, &views) {
+            Ok(p) => p,
+            Err(e) => panic!("plan: {e}"),
+        };
+        let parity = r.geometry.parity_members(0);
+        let parity_written: u64 = plan
+            .writes
+            .iter()
+            .filter(|io| parity.contains(&io.member))
+            .map(|io| io.len)
+            .sum();
+        assert_eq!(parity_written, 2 * 28 * KIB);
+        let data_written: u64 = plan
+            .writes
+            .iter()
+            .filter(|io| !parity.contains(&io.member))
+            .map(|io| io.len)
+            .sum();
+        assert_eq!(data_written, 28 * KIB);
+    }
+
+    #[test]
+    fn a_write_of_overlapping_chunk_spans_stays_one_row() {
+        // 64 KiB at 32 KiB: chunk 0 from 32 KiB, chunk 1 up to 32 KiB; the spans meet at 32 KiB,
+        // so one 64 KiB row covers them (no gap to skip).
+        let r = raid6_of_4();
+        let views = vec![MemberView::healthy(0.0); 4];
+        let plan = match r.plan(IoKind::Write, 32 * KIB, 64 * KIB, &views) {
+            Ok(p) => p,
+            Err(e) => panic!("plan: {e}"),
+        };
+        let parity = r.geometry.parity_members(0);
+        let parity_writes: Vec<u64> = plan
+            .writes
+            .iter()
+            .filter(|io| parity.contains(&io.member))
+            .map(|io| io.len)
+            .collect();
+        assert_eq!(parity_writes, vec![64 * KIB, 64 * KIB]);
     }
 }
