@@ -15,6 +15,10 @@ pub enum Request {
     },
     Wake {
         volume: String,
+        /// The extents the client will read next: a policy that allows it (cooperative)
+        /// spins up only the members that hold them.
+        #[serde(default)]
+        extents: Option<Vec<(u64, u64)>>,
     },
     Sleep {
         volume: String,
