@@ -119,6 +119,21 @@ mod tests {
             "unknown fields are tolerated so clients can add them"
         );
         assert_eq!(
+            parse(r#"{"op":"wake","volume":"v"}"#),
+            Ok(Request::Wake {
+                volume: "v".into(),
+                extents: None
+            })
+        );
+        assert_eq!(
+            parse(r#"{"op":"wake","volume":"v","extents":[[0,8192]]}"#),
+            Ok(Request::Wake {
+                volume: "v".into(),
+                extents: Some(vec![(0, 8192)])
+            })
+        );
+        assert!(parse(r#"{"op":"wake","volume":"v","extents":[[-1,2]]}"#).is_err());
+        assert_eq!(
             parse(r#"{"op":"scrub","volume":"v"}"#),
             Ok(Request::Scrub {
                 volume: "v".into(),
