@@ -88,7 +88,9 @@ pub trait PowerManager: Send + fmt::Debug {
     fn describe(&self) -> String;
 
     /// When member `member`, idle since `idle_since`, should start spinning down (None:
-    /// never). Asked by the drive whenever it plays its idle time, so it must be cheap.
+    /// never). Asked by the drive whenever it plays its idle time, so it must be cheap; the
+    /// drive books the spin-down at the time returned, so a decision taken at `now` must not
+    /// return a time before `now`.
     fn spin_down_at(&self, member: usize, idle_since: Seconds) -> Option<Seconds>;
 
     /// A client asks the volume to sleep, expecting `expected_idle_s` of quiet: the members
@@ -114,7 +116,8 @@ pub trait PowerManager: Send + fmt::Debug {
     fn note_spin_down(&mut self, _member: usize, _at: Seconds) {}
 
     /// How often the manager wants `on_tick` (None: never; today's policies decide only on
-    /// idle time and client requests).
+    /// idle time and client requests). It runs on the first volume tick at least this long
+    /// after the last run.
     fn tick_every(&self) -> Option<f64> {
         None
     }
@@ -138,6 +141,8 @@ pub struct Coordinator {
     manager: Box<dyn PowerManager>,
     /// Per member: why it last spun up (None while it sleeps or spins down).
     awake: Vec<Option<Awake>>,
+    /// When `on_tick` last ran.
+    last_tick: Option<Seconds>,
 }
 
 impl Coordinator {
@@ -162,6 +167,24 @@ impl Coordinator {
         self.manager.as_mut()
     }
 
+    /// Put another policy in charge (the members' wake reasons stay).
+    pub fn replace_manager(&mut self, manager: Box<dyn PowerManager>) {
+        self.manager = manager;
+        self.last_tick = None;
+    }
+
+    /// Whether the manager's `on_tick` is due at `now` (then it counts as run).
+    pub fn tick_due(&mut self, now: Seconds) -> bool {
+        let Some(every) = self.manager.tick_every() else {
+            return false;
+        };
+        if self.last_tick.is_some_and(|last| now - last < every) {
+            return false;
+        }
+        self.last_tick = Some(now);
+        true
+    }
+
     pub fn awake(&self, member: usize) -> Option<Awake> {
         self.awake.get(member).copied().unwrap_or(Some(Awake {
             cause: WakeCause::Start,
@@ -179,6 +202,7 @@ impl SharedPower {
         Self(Arc::new(Mutex::new(Coordinator {
             manager,
             awake: Vec::new(),
+            last_tick: None,
         })))
     }
 

@@ -68,7 +68,7 @@ impl Volume {
                 }
             }
         }
-        if self.power.with(|c| c.manager().tick_every()).is_some() {
+        if self.power.with(|c| c.tick_due(now)) {
             let view = self.power_view(now, None);
             let actions = self.power.with(|c| c.manager_mut().on_tick(&view));
             for action in actions {
@@ -228,7 +228,12 @@ impl Volume {
         lock(&self.hints).clone()
     }
 
-    /// The power manager's description and each member's wake reason (for the status).
+    /// The array's power manager.
+    pub fn power_manager(&self) -> &SharedPower {
+        &self.power
+    }
+
+    /// Each member's wake reason (for the status).
     pub fn member_power(&self) -> Vec<MemberPowerStatus> {
         self.power.with(|c| {
             (0..self.slots.len())
