@@ -214,8 +214,8 @@ impl SharedPower {
         }
     }
 
-    /// Never call with a drive locked by the caller... unless through `MemberPower`, which
-    /// keeps the lock order (drive, then manager).
+    /// Run `f` under the manager's lock; `f` must not lock a drive (the lock order is drive,
+    /// then manager).
     pub fn with<R>(&self, f: impl FnOnce(&mut Coordinator) -> R) -> R {
         f(&mut lock(&self.0))
     }
