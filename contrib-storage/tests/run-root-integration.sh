@@ -237,6 +237,22 @@ if echo "$wake" | is '.ok and (.state == "spinning_up" or .state == "active") an
 else
 	fail "wake reports spinning_up and the time until ready" "$wake"
 fi
+cause=$(field '{"op":"volume","volume":"hdd"}' /volume/members/0/awake/cause)
+# As above, a late write may have started the spin-up first ("io").
+if [ "$cause" = request ] || [ "$cause" = io ]; then
+	pass "the status says why the member is awake"
+else
+	fail "the status says why the member is awake" "cause $cause"
+fi
+bad_wake=$(grs request '{"op":"wake","volume":"hdd","extents":[[18446744073709551615,2]]}')
+many=$(jq -cn '{op: "hint", volume: "hdd", extents: [range(16385) | [0, 1]]}')
+bad_hint=$(grs request "$many")
+if echo "$bad_wake" | is '.ok == false and (.error | contains("beyond the volume size"))' &&
+	echo "$bad_hint" | is '.ok == false and (.error | contains("at most 16384"))'; then
+	pass "hinted extents beyond the volume or too many are refused with the reason"
+else
+	fail "hinted extents beyond the volume or too many are refused" "$bad_wake $bad_hint"
+fi
 ledger=$(field '{"op":"volume","volume":"hdd"}' /volume/ledger)
 if echo "$ledger" | is '.spin_downs >= 1 and .spin_ups >= 1 and .state_seconds.standby > 0 and .state_joules.spinning_up > 0'; then
 	pass "the ledger books the spin-down, standby and spin-up"

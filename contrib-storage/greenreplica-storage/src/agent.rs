@@ -477,8 +477,12 @@ impl Agent {
             Request::Volume { volume } => {
                 json!({"ok": true, "volume": self.get(&volume)?.volume.status()})
             }
-            Request::Wake { volume } => {
-                let (state, ready_in_s) = self.get(&volume)?.volume.wake();
+            Request::Wake { volume, extents } => {
+                let volume = &self.get(&volume)?.volume;
+                let (state, ready_in_s) = match extents {
+                    Some(extents) => volume.wake_for(&extents)?,
+                    None => volume.wake(),
+                };
                 json!({"ok": true, "state": state, "ready_in_s": ready_in_s})
             }
             Request::Sleep {

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod metrics_http;
 pub mod parity;
 pub mod policy;
+pub mod power_manager;
 pub mod power_state;
 pub mod profile;
 pub mod rebuild;

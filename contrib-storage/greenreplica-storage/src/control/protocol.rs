@@ -15,6 +15,10 @@ pub enum Request {
     },
     Wake {
         volume: String,
+        /// The extents the client will read next: a policy that allows it (cooperative)
+        /// spins up only the members that hold them.
+        #[serde(default)]
+        extents: Option<Vec<(u64, u64)>>,
     },
     Sleep {
         volume: String,
@@ -114,6 +118,21 @@ mod tests {
             }),
             "unknown fields are tolerated so clients can add them"
         );
+        assert_eq!(
+            parse(r#"{"op":"wake","volume":"v"}"#),
+            Ok(Request::Wake {
+                volume: "v".into(),
+                extents: None
+            })
+        );
+        assert_eq!(
+            parse(r#"{"op":"wake","volume":"v","extents":[[0,8192]]}"#),
+            Ok(Request::Wake {
+                volume: "v".into(),
+                extents: Some(vec![(0, 8192)])
+            })
+        );
+        assert!(parse(r#"{"op":"wake","volume":"v","extents":[[-1,2]]}"#).is_err());
         assert_eq!(
             parse(r#"{"op":"scrub","volume":"v"}"#),
             Ok(Request::Scrub {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crate::clock::Seconds;
 use crate::ledger::Ledger;
-use crate::policy::PowerPolicy;
+use crate::power_manager::{ArrayView, MemberPower, MemberPowerView, WakeCause};
 use crate::power_state::PowerState;
 use crate::profile::{DriveProfile, SchedulerKind};
 
@@ -106,7 +106,7 @@ impl Drive {
     pub fn new(
         profile: Arc<DriveProfile>,
         standby_mode: usize,
-        policy: Box<dyn PowerPolicy>,
+        power: MemberPower,
         now: Seconds,
         ledger: Ledger,
     ) -> Self {
@@ -122,7 +122,7 @@ impl Drive {
         });
         let queue = CommandQueue::new(profile.queue.depth, profile.queue.scheduler);
         Self {
-            power: PowerMachine::new(profile, standby_mode, policy, now, ledger),
+            power: PowerMachine::new(profile, standby_mode, power, now, ledger),
             mechanism,
             queue,
             in_flight: Vec::new(),
@@ -148,6 +148,28 @@ impl Drive {
 
     pub fn state(&self) -> PowerState {
         self.power.state()
+    }
+
+    /// Its link to the array's power manager.
+    pub fn power_link(&self) -> &MemberPower {
+        self.power.power_link()
+    }
+
+    /// Join an array's manager (a volume adopts its members' drives).
+    pub fn rebind_power(&mut self, power: MemberPower) {
+        self.power.rebind(power);
+    }
+
+    /// What the array's manager sees of this drive at `now`.
+    pub fn power_view(
+        &mut self,
+        now: Seconds,
+        role: crate::layout::Role,
+        live: bool,
+        rebuilding: bool,
+    ) -> MemberPowerView {
+        self.pump(now, true);
+        self.power.view(role, live, rebuilding)
     }
 
     pub fn take_events(&mut self) -> Vec<PowerEvent> {
@@ -435,20 +457,45 @@ impl Drive {
         lost
     }
 
-    /// Client wake: start spinning up now; returns when the drive will be ready.
+    /// Client wake of a lone drive: start spinning up now; returns when it will be ready.
     pub fn wake(&mut self, now: Seconds) -> Seconds {
-        self.pump(now, true);
-        self.power.wake(now)
+        self.wake_for(now, WakeCause::Request)
     }
 
-    /// Client sleep: spin down as soon as the drive is idle, if the policy agrees.
+    /// The array's manager chose this drive to wake, for `cause`.
+    pub fn wake_for(&mut self, now: Seconds, cause: WakeCause) -> Seconds {
+        self.pump(now, true);
+        self.power.wake(now, cause)
+    }
+
+    /// Client sleep of a lone drive (an array of one): the manager decides.
     pub fn sleep(&mut self, now: Seconds, expected_idle_s: Option<f64>) -> Result<(), String> {
         self.pump(now, true);
-        // A drive writes its cache back before it spins down (as on STANDBY IMMEDIATE).
+        let view = ArrayView {
+            now,
+            members: vec![self.power.view(crate::layout::Role::Data, true, false)],
+            redundant: false,
+            groups: vec![vec![self.power.power_link().member()]],
+            hinted: None,
+        };
+        let grants = self
+            .power
+            .power_link()
+            .decide_sleep(&view, expected_idle_s)?;
+        if let Some(grant) = grants.first() {
+            self.grant_sleep(now, grant.mode);
+        }
+        Ok(())
+    }
+
+    /// The array's manager granted sleep: write the cache back (as on STANDBY IMMEDIATE),
+    /// then spin down as soon as the drive is idle.
+    pub fn grant_sleep(&mut self, now: Seconds, mode: Option<usize>) {
+        self.pump(now, true);
         if self.mechanism.dirty_bytes() > 0 {
             self.flush(now);
         }
-        self.power.sleep(now, expected_idle_s)
+        self.power.grant_sleep(now, mode);
     }
 
     /// When the drive could start serving a request arriving at `now` (for read balancing).

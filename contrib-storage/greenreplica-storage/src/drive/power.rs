@@ -1,6 +1,7 @@
 //! A drive's power-state machine and energy ledger: spin-down and spin-up (or NVMe power
-//! state entry and exit), standby modes, the policy's idle decisions and NVMe autonomous
-//! transitions. It only knows the times it is given, so it runs unchanged under the real
+//! state entry and exit), standby modes and NVMe autonomous transitions. When an idle drive
+//! spins down and whether it may sleep is decided by the array's power manager
+//! (`crate::power_manager`), which the machine asks through its `MemberPower` link. It only knows the times it is given, so it runs unchanged under the real
 //! and the virtual clock.
 //!
 //! Transitions are recorded at the instant they happen in the model (an idle timeout that
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 use crate::clock::Seconds;
 use crate::ledger::Ledger;
-use crate::policy::PowerPolicy;
+use crate::power_manager::{MemberPower, MemberPowerView, WakeCause};
 use crate::power_state::PowerState;
 use crate::profile::DriveProfile;
 
@@ -29,7 +30,7 @@ pub struct PowerMachine {
     granted_mode: Option<usize>,
     /// The mode of the current (or last) standby, used for the matching spin-up.
     current_mode: usize,
-    policy: Box<dyn PowerPolicy>,
+    power: MemberPower,
     state: PowerState,
     since: Seconds,
     /// End of the current Active, SpinningUp or SpinningDown period.
@@ -47,7 +48,7 @@ impl PowerMachine {
     pub fn new(
         profile: Arc<DriveProfile>,
         standby_mode: usize,
-        policy: Box<dyn PowerPolicy>,
+        power: MemberPower,
         now: Seconds,
         ledger: Ledger,
     ) -> Self {
@@ -57,7 +58,7 @@ impl PowerMachine {
             configured_mode: standby_mode,
             granted_mode: None,
             current_mode: standby_mode,
-            policy,
+            power,
             state: PowerState::Idle,
             since: now,
             until: now,
@@ -77,7 +78,30 @@ impl PowerMachine {
     }
 
     pub fn policy_description(&self) -> String {
-        self.policy.describe()
+        self.power.describe()
+    }
+
+    pub fn power_link(&self) -> &MemberPower {
+        &self.power
+    }
+
+    /// Join an array's manager as member `power.member()` (the drive keeps its state).
+    pub fn rebind(&mut self, power: MemberPower) {
+        self.power = power;
+    }
+
+    /// What the array's manager sees of this drive (at the last time it was advanced to).
+    pub fn view(&self, role: crate::layout::Role, live: bool, rebuilding: bool) -> MemberPowerView {
+        MemberPowerView {
+            index: self.power.member(),
+            role,
+            live,
+            rebuilding,
+            state: self.state,
+            idle_since: (self.state == PowerState::Idle).then_some(self.since),
+            profile: self.profile.clone(),
+            standby_mode: self.configured_mode,
+        }
     }
 
     pub fn state(&self) -> PowerState {
@@ -119,15 +143,15 @@ impl PowerMachine {
         let duration = self.profile.mode(self.current_mode).spin_down_s;
         self.enter(PowerState::SpinningDown, at, at + duration);
         self.ledger.spin_downs += 1;
-        self.policy.note_spin_down(at);
+        self.power.note_spin_down(at);
         self.events.push(PowerEvent::SpinDownStarted { at });
     }
 
-    fn start_spin_up(&mut self, at: Seconds) {
+    fn start_spin_up(&mut self, at: Seconds, cause: WakeCause) {
         let duration = self.profile.mode(self.current_mode).spin_up_s;
         self.enter(PowerState::SpinningUp, at, at + duration);
         self.ledger.spin_ups += 1;
-        self.policy.note_wake(at);
+        self.power.note_spin_up(at, cause);
         self.events.push(PowerEvent::SpinUpStarted { at });
     }
 
@@ -164,11 +188,11 @@ impl PowerMachine {
     }
 
     /// Make sure the drive is spinning or about to; returns when it can serve I/O.
-    fn spin_up_if_needed(&mut self, now: Seconds) -> Seconds {
+    fn spin_up_if_needed(&mut self, now: Seconds, cause: WakeCause) -> Seconds {
         match self.state {
             PowerState::Standby => {
                 self.close(PowerState::Standby, self.since, now);
-                self.start_spin_up(now);
+                self.start_spin_up(now, cause);
                 self.until
             }
             PowerState::SpinningDown => {
@@ -176,7 +200,7 @@ impl PowerMachine {
                 let end = self.until;
                 self.close(PowerState::SpinningDown, self.since, end);
                 self.enter(PowerState::Standby, end, end);
-                self.start_spin_up(end);
+                self.start_spin_up(end, cause);
                 self.until
             }
             PowerState::SpinningUp => self.until.max(now),
@@ -190,7 +214,7 @@ impl PowerMachine {
     /// autonomous transition (rather than the host's policy) ends it, with that mode.
     fn idle_ends_at(&self) -> Option<(Seconds, Option<usize>)> {
         let policy = self
-            .policy
+            .power
             .spin_down_at(self.since)
             .map(|at| at.max(self.since));
         let autonomous = self
@@ -208,7 +232,7 @@ impl PowerMachine {
     /// when the mechanism can start.
     pub fn begin_service(&mut self, now: Seconds) -> Seconds {
         self.advance_to(now);
-        let ready = self.spin_up_if_needed(now);
+        let ready = self.spin_up_if_needed(now, WakeCause::Io);
         match self.state {
             PowerState::SpinningUp => {
                 self.close(PowerState::SpinningUp, self.since, self.until);
@@ -218,7 +242,7 @@ impl PowerMachine {
             PowerState::Idle => {
                 self.close(PowerState::Idle, self.since, now);
                 self.enter(PowerState::Active, now, now);
-                self.policy.note_wake(now);
+                self.power.note_wake(now);
             }
             _ => {}
         }
@@ -239,25 +263,24 @@ impl PowerMachine {
         &mut self.ledger
     }
 
-    /// Client wake: start spinning up now; returns when the drive will be ready.
-    pub fn wake(&mut self, now: Seconds) -> Seconds {
+    /// Start spinning up now (the manager chose this drive, for `cause`); returns when the
+    /// drive will be ready.
+    pub fn wake(&mut self, now: Seconds, cause: WakeCause) -> Seconds {
         self.advance_to(now);
-        self.policy.note_wake(now);
-        self.spin_up_if_needed(now)
+        self.power.note_wake(now);
+        self.spin_up_if_needed(now, cause)
     }
 
-    /// Client sleep: spin down as soon as the drive is idle, if the policy agrees.
-    pub fn sleep(&mut self, now: Seconds, expected_idle_s: Option<f64>) -> Result<(), String> {
+    /// The manager granted sleep (in `mode`, None: the configured one): spin down as soon as
+    /// the drive is idle.
+    pub fn grant_sleep(&mut self, now: Seconds, mode: Option<usize>) {
         self.advance_to(now);
         if matches!(self.state, PowerState::Standby | PowerState::SpinningDown) {
-            return Ok(());
+            return;
         }
-        let grant =
-            self.policy
-                .request_sleep(now, expected_idle_s, &self.profile, self.configured_mode)?;
-        self.granted_mode = grant.mode;
+        self.power.grant_sleep(now);
+        self.granted_mode = mode;
         self.advance_to(now);
-        Ok(())
     }
 
     /// When the drive could start serving a request arriving at `now` (for read balancing).

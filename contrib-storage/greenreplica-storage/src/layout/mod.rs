@@ -222,6 +222,26 @@ pub trait Personality: Send + Sync + fmt::Debug {
         views: &[MemberView],
     ) -> Result<Plan, LayoutError>;
 
+    /// The members a read of volume bytes `offset..offset+len` needs (what a hinted wake
+    /// spins up): the members its read plan touches, which is one copy per mirror pair (the
+    /// readiest), the data members of parity chunks, or the single member. A range longer
+    /// than `member_count²` chunks repeats the layout's pattern, so only that much is planned.
+    fn read_members(
+        &self,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Vec<usize>, LayoutError> {
+        self.check_range(offset, len)?;
+        let n = self.member_count() as u64;
+        let pattern = self.stripe_unit().max(1).saturating_mul(n * n);
+        let plan = self.plan(IoKind::Read, offset, len.min(pattern), views)?;
+        let mut members: Vec<usize> = plan.reads.iter().map(|io| io.member).collect();
+        members.sort_unstable();
+        members.dedup();
+        Ok(members)
+    }
+
     /// Called after a plan's writes landed (layouts that redirect writes update their index
     /// here; the static layouts need nothing).
     fn complete(&self, _plan: &Plan) {}

@@ -24,6 +24,7 @@ use crate::drive::Drive;
 use crate::latency::Histogram;
 use crate::layout::{LayoutError, MemberView, Personality, Plan};
 use crate::member::Member;
+use crate::power_manager::SharedPower;
 use crate::power_state::PowerState;
 use crate::service_model::IoKind;
 use crate::superblock::Superblock;
@@ -33,6 +34,7 @@ use crate::trace::TraceRecorder;
 pub use bitmap::{
     file_bytes as bitmap_file_bytes, region_bytes as bitmap_region_bytes, Recovered, WriteIntent,
 };
+pub use power::MAX_HINT_EXTENTS;
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
 pub use runner::{Finished, Request, Runner};
@@ -149,6 +151,8 @@ pub struct Volume {
     /// The periodic scrub's progress.
     scrub_run: Mutex<resync::ScrubRun>,
     hints: Mutex<Vec<(u64, u64)>>,
+    /// The array's power manager (adopted from the first member's drive).
+    power: SharedPower,
     recorder: Option<TraceRecorder>,
     /// The header template written to members (None in virtual time).
     identity: Mutex<Option<Superblock>>,
@@ -164,6 +168,7 @@ impl Volume {
         recorder: Option<TraceRecorder>,
         identity: Option<Superblock>,
     ) -> Self {
+        let power = power::adopt(&slots);
         Self {
             name: name.to_string(),
             layout,
@@ -176,6 +181,7 @@ impl Volume {
             foreground: AtomicU64::new(0),
             scrub_run: Mutex::new(resync::ScrubRun::default()),
             hints: Mutex::new(Vec::new()),
+            power,
             recorder,
             identity: Mutex::new(identity),
             latency: Histogram::default(),

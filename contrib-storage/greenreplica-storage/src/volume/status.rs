@@ -8,6 +8,7 @@ use crate::clock::Seconds;
 use crate::latency::Histogram;
 use crate::layout::LayoutKind;
 use crate::ledger::Ledger;
+use crate::power_manager::Awake;
 use crate::power_state::PowerState;
 use crate::sync::{lock, read};
 
@@ -40,6 +41,8 @@ pub struct MemberStatus {
     pub health: Health,
     pub read_errors: u64,
     pub state: PowerState,
+    /// Why it spins (hint, io, request, policy, start), or null while it sleeps.
+    pub awake: Option<Awake>,
     pub policy: String,
     pub profile: serde_json::Value,
     pub ledger: Ledger,
@@ -67,12 +70,13 @@ impl Volume {
         let now = self.clock.now();
         let ledgers = self.member_ledgers(now);
         let total = Ledger::sum(&ledgers);
+        let power = self.member_power();
         let members = self
             .slots
             .iter()
-            .zip(ledgers)
+            .zip(ledgers.into_iter().zip(power))
             .enumerate()
-            .map(|(index, (slot, ledger))| {
+            .map(|(index, (slot, (ledger, power)))| {
                 let (state, profile, policy) = {
                     let d = lock(&slot.drive);
                     (
@@ -90,6 +94,7 @@ impl Volume {
                     health: slot.health(),
                     read_errors: slot.read_errors(),
                     state,
+                    awake: power.awake,
                     policy,
                     profile,
                     ledger,

@@ -753,6 +753,7 @@ fn the_status_view_keeps_the_protocol_fields() {
     assert_eq!(
         keys(&s["members"][0]),
         [
+            "awake",
             "device_power_state",
             "health",
             "index",
