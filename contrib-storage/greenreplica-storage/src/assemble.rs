@@ -227,6 +227,47 @@ pub fn assemble(
                 .with_context(|| format!("volume {name}: member {i}"))
         })
         .collect::<Result<_>>()?;
+    assemble_stores(spec, clock, state_dir, stores)
+}
+
+/// Assemble from members already opened (`spec.members` in order).
+pub fn assemble_stores(
+    spec: &VolumeSpec,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    stores: Vec<Arc<dyn Member>>,
+) -> Result<Arc<Volume>> {
+    let name = &spec.name;
+    if stores.len() != spec.members.len() {
+        bail!(
+            "volume {name}: {} members opened for {} configured",
+            stores.len(),
+            spec.members.len()
+        );
+    }
+    let smallest = stores.iter().map(|s| s.size()).min().unwrap_or(0);
+    if smallest <= DATA_OFFSET {
+        bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
+    }
+    let layout = layout::build(
+        spec.layout,
+        spec.members.len(),
+        smallest - DATA_OFFSET,
+        spec.stripe_unit,
+    )
+    .with_context(|| format!("volume {name}"))?;
+    assemble_layout(spec, clock, state_dir, stores, layout)
+}
+
+/// Assemble with a personality already built for the members (tests bring their own).
+pub(crate) fn assemble_layout(
+    spec: &VolumeSpec,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    stores: Vec<Arc<dyn Member>>,
+    layout: Box<dyn layout::Personality>,
+) -> Result<Arc<Volume>> {
+    let name = &spec.name;
     // A damaged header fails only its member (if the rest of the volume can be found).
     let mut damaged: Vec<Option<String>> = vec![None; stores.len()];
     let headers: Vec<Option<Superblock>> = stores
@@ -241,17 +282,6 @@ pub fn assemble(
             other => other.with_context(|| format!("volume {name}: member {i}")),
         })
         .collect::<Result<_>>()?;
-    let smallest = stores.iter().map(|s| s.size()).min().unwrap_or(0);
-    if smallest <= DATA_OFFSET {
-        bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
-    }
-    let layout = layout::build(
-        spec.layout,
-        spec.members.len(),
-        smallest - DATA_OFFSET,
-        spec.stripe_unit,
-    )
-    .with_context(|| format!("volume {name}"))?;
 
     let reference = headers
         .iter()
@@ -527,6 +557,8 @@ fn open_write_intent(
     Ok(intent)
 }
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
