@@ -97,7 +97,7 @@ fn version_of(b: usize, bytes: &[u8]) -> Option<u64> {
 /// a flush returned, "failing", "replaced", "journaled W", "insync").
 fn workload_step(
     v: &Volume,
-    spec: &VolumeSpec,
+    replacement: &dyn Fn() -> Arc<dyn Member>,
     rng: &mut Rng,
     version: &mut u64,
     report: &mut dyn FnMut(String),
@@ -114,8 +114,7 @@ fn workload_step(
         report("f".into());
     }
     let replace = |report: &mut dyn FnMut(String)| {
-        let store = spec.members[1].open_replacement(None, &runner()).unwrap();
-        v.replace_member(1, store).unwrap();
+        v.replace_member(1, replacement()).unwrap();
         report("replaced".into());
     };
     match v.slot(1).unwrap().health() {
@@ -286,7 +285,10 @@ impl Model {
         for b in 0..BLOCKS {
             // A two-member mirror: both copies at the same member offset.
             let healthy = [MemberView::healthy(0.0); 2];
-            let plan = v.layout().plan(IoKind::Write, offset(b), BLOCK, &healthy).unwrap();
+            let plan = v
+                .layout()
+                .plan(IoKind::Write, offset(b), BLOCK, &healthy)
+                .unwrap();
             for w in plan.writes.iter().filter(|w| w.member == 1) {
                 block_at.insert(w.member_offset / BLOCK, b);
             }
@@ -363,7 +365,8 @@ fn engine_crash_child() {
     report("ready".into());
     let mut rng = Rng(seed | 1);
     loop {
-        workload_step(&v, &s, &mut rng, &mut version, &mut report);
+        let replacement = || s.members[1].open_replacement(None, &runner()).unwrap();
+        workload_step(&v, &replacement, &mut rng, &mut version, &mut report);
     }
 }
 
@@ -439,15 +442,25 @@ fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
     let mut model = Model::new();
     let (mut lost_writes, mut resumed) = (0, 0);
     for round in 0..30 {
-        let caches: Vec<Arc<VolatileCache>> = s
-            .members
-            .iter()
-            .map(|m| VolatileCache::new(m.open(&runner()).unwrap()))
-            .collect();
+        let caches: Mutex<Vec<Arc<VolatileCache>>> = Mutex::new(
+            s.members
+                .iter()
+                .map(|m| VolatileCache::new(m.open(&runner()).unwrap()))
+                .collect(),
+        );
         let stores = caches
+            .lock()
+            .unwrap()
             .iter()
             .map(|c| c.clone() as Arc<dyn Member>)
             .collect();
+        // A replacement drive has its write-back cache too.
+        let replacement = || -> Arc<dyn Member> {
+            let store = s.members[1].open_replacement(None, &runner()).unwrap();
+            let cache = VolatileCache::new(store);
+            caches.lock().unwrap().push(cache.clone());
+            cache
+        };
         let v = assemble_stores(&s, Arc::new(VirtualClock::new()), &dir, stores)
             .unwrap_or_else(|e| panic!("round {round}: reassembly failed: {e:#}"));
         if round > 0 {
@@ -461,12 +474,14 @@ fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
         let mut version = model.next_version;
         let mut events = Vec::new();
         for _ in 0..20 + rng.below(200) {
-            workload_step(&v, &s, &mut rng, &mut version, &mut |l| events.push(l));
+            workload_step(&v, &replacement, &mut rng, &mut version, &mut |l| {
+                events.push(l)
+            });
         }
         for e in &events {
             model.event(e);
         }
-        for c in &caches {
+        for c in caches.lock().unwrap().iter() {
             lost_writes += c.power_loss(|| rng.below(2) == 0).unwrap();
         }
         drop(v);
