@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::clock::VirtualClock;
+use crate::journal::meta::JournaledHealth;
 use crate::layout::{
     LayoutError, LayoutRecord, MemberView, Personality, Plan, Reconcile, SyncCopy,
 };
@@ -653,5 +654,63 @@ fn a_personalitys_records_come_back_after_a_crash_once_a_flush_acknowledged_them
         }
         drop(v); // a crash: no clean stop, nothing flushed
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_failure_the_journal_recorded_but_the_headers_missed_is_kept() {
+    let dir = tmp("missed");
+    let s = spec(&dir);
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    v.write(0, &block(0, 1)).unwrap();
+    let generation = v.identity().unwrap().generation;
+    // The crash came after the failure was committed to the journal (as a flush does for a
+    // write that skipped the member) and before the headers were written.
+    let meta = v.metadata_journal().unwrap();
+    meta.record_member(
+        1,
+        JournaledHealth::Failed {
+            reason: "write error".into(),
+        },
+    )
+    .unwrap();
+    meta.commit().unwrap();
+    drop(v);
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    assert!(
+        matches!(v.slot(1).unwrap().health(), Health::Failed { ref reason } if reason.contains("write error")),
+        "{:?}",
+        v.slot(1).unwrap().health()
+    );
+    assert!(v.identity().unwrap().generation > generation);
+    drop(v);
+    // The new generation is in the headers: without the journal the member stays stale.
+    std::fs::remove_dir_all(dir.join("crash.journal")).unwrap();
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    assert!(matches!(v.slot(1).unwrap().health(), Health::Failed { .. }));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_journal_of_another_volume_or_an_old_volume_without_one_is_not_used() {
+    let dir = tmp("foreign");
+    let s = spec(&dir);
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    v.fail_member(1, "test");
+    drop(v);
+    // An old volume: no journal yet. The headers decide and a journal is started.
+    std::fs::remove_dir_all(dir.join("crash.journal")).unwrap();
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    assert!(matches!(v.slot(1).unwrap().health(), Health::Failed { .. }));
+    let state = v.metadata_journal().unwrap().state();
+    assert_eq!(state.volume_id, v.identity().unwrap().volume_id);
+    assert_eq!(state.generation, v.identity().unwrap().generation);
+    drop(v);
+    // A new volume under the same name with the old journal still there.
+    for i in 0..2 {
+        std::fs::remove_file(dir.join(format!("m{i}.img"))).unwrap();
+    }
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    assert_eq!(v.slot(1).unwrap().health(), Health::InSync);
     std::fs::remove_dir_all(dir).unwrap();
 }
