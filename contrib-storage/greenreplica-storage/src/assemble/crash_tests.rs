@@ -629,7 +629,9 @@ fn a_personalitys_records_come_back_after_a_crash_once_a_flush_acknowledged_them
         let (v, index) = indexed(&s, &dir);
         assert!(
             index.len() >= acked.len() && index[..acked.len()] == acked[..],
-            "round {round}: the replayed index {index:?} lost acknowledged entries {acked:?}"
+            "round {round}: the replayed index ({} entries) lost some of the {} acknowledged",
+            index.len(),
+            acked.len()
         );
         acked = index;
         for i in 0..20 + rng.below(20) {
