@@ -32,6 +32,7 @@ use crate::service_model::IoKind;
 const DIR_ENV: &str = "GR_ENGINE_CRASH_DIR";
 const SEED_ENV: &str = "GR_ENGINE_CRASH_SEED";
 const VERSION_ENV: &str = "GR_ENGINE_CRASH_FIRST_VERSION";
+const LAYOUT_ENV: &str = "GR_ENGINE_CRASH_LAYOUT";
 
 const BLOCK: u64 = 4096;
 const BLOCKS: usize = 256;
@@ -39,10 +40,15 @@ const BLOCKS: usize = 256;
 const STRIDE: u64 = 7 * BLOCK;
 const REBUILD_CHUNK: u64 = 64 << 10;
 
-fn spec(dir: &Path) -> VolumeSpec {
+/// A two-member mirror, or (`raid5`) three members with parity.
+fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
+    let (layout, members) = match layout {
+        "raid5" => (LayoutKind::RAID5, 3),
+        _ => (LayoutKind::RAID10, 2),
+    };
     VolumeSpec {
         name: "crash".into(),
-        layout: LayoutKind::RAID10,
+        layout,
         stripe_unit: 65536,
         policy: PolicySpec::AlwaysOn,
         start_stop_budget_per_day: 48,
@@ -50,7 +56,7 @@ fn spec(dir: &Path) -> VolumeSpec {
         bitmap_region: 1 << 20,
         integrity: IntegritySettings::default(),
         trace: None,
-        members: (0..2)
+        members: (0..members)
             .map(|i| MemberSpec {
                 kind: MemberKind::File,
                 path: dir.join(format!("m{i}.img")),
@@ -61,6 +67,10 @@ fn spec(dir: &Path) -> VolumeSpec {
             })
             .collect(),
     }
+}
+
+fn spec(dir: &Path) -> VolumeSpec {
+    spec_of(dir, "raid10")
 }
 
 fn runner() -> Arc<dyn CommandRunner> {
@@ -265,57 +275,50 @@ impl Model {
         }
         self.written.clear();
         self.member1 = None;
+        let xor = members_xor(dir, v.member_count());
         assert!(
-            member_data(&dir.join("m0.img")) == member_data(&dir.join("m1.img")),
-            "round {round}: the mirrors differ after resync and rebuild"
+            xor.iter().all(|&x| x == 0),
+            "round {round}: the members disagree after resync and rebuild (at byte {:?})",
+            xor.iter().position(|&x| x != 0)
         );
         resumed
     }
 
-    /// Below a rebuild's watermark the replacement holds its mirror's bytes, except where
-    /// a write was in flight when the crash came.
+    /// Below a rebuild's watermark the replacement holds what the rest of its mirror or
+    /// stripe says (the members' bytes XOR to zero row by row, a mirror's as a stripe's),
+    /// except where a write was in flight when the crash came.
     fn check_rebuilt_bytes(&self, v: &Volume, dir: &Path, round: usize) {
         let Health::Rebuilding { watermark } = v.slot(1).unwrap().health() else {
             return;
         };
-        let (m0, m1) = (
-            member_data(&dir.join("m0.img")),
-            member_data(&dir.join("m1.img")),
-        );
-        let mut block_at = BTreeMap::new();
-        for b in 0..BLOCKS {
-            // A two-member mirror: both copies at the same member offset.
-            let healthy = [MemberView::healthy(0.0); 2];
+        let n = v.member_count();
+        let mut in_flight_rows = BTreeMap::new();
+        for b in (0..BLOCKS).filter(|&b| self.in_flight(b)) {
+            let healthy = vec![MemberView::healthy(0.0); n];
             let plan = v
                 .layout()
                 .plan(IoKind::Write, offset(b), BLOCK, &healthy)
                 .unwrap();
-            for w in plan.writes.iter().filter(|w| w.member == 1) {
-                block_at.insert(w.member_offset / BLOCK, b);
+            for w in &plan.writes {
+                in_flight_rows.insert(w.member_offset / BLOCK, b);
             }
         }
-        for i in 0..(watermark / BLOCK) as usize {
-            let range = i * BLOCK as usize..(i + 1) * BLOCK as usize;
-            if m0[range.clone()] != m1[range.clone()] {
-                let b = block_at.get(&(i as u64));
-                assert!(
-                    b.is_some_and(|&b| self.in_flight(b)),
-                    "round {round}: member 1 block {i} below the resumed watermark {watermark} \
-                     differs from its mirror and no write to it was in flight (block {b:?}: \
-                     mirror {:?}, member 1 {:?}, acknowledged {:?}, last event {:?})",
-                    b.and_then(|&b| version_of(b, &m0[range.clone()])),
-                    b.and_then(|&b| version_of(b, &m1[range.clone()])),
-                    b.map(|&b| self.acked[b]),
-                    self.member1
-                );
-            }
+        let xor = members_xor(dir, n);
+        for i in 0..watermark / BLOCK {
+            let row = &xor[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
+            assert!(
+                row.iter().all(|&x| x == 0) || in_flight_rows.contains_key(&i),
+                "round {round}: member 1 block {i} below the resumed watermark {watermark} \
+                 disagrees with the rest and no write to it was in flight (last event {:?})",
+                self.member1
+            );
         }
     }
 
     /// The members in use carry the volume's generation; a failed one an older one.
     fn check_generations(&self, v: &Volume, dir: &Path, round: usize) {
         let generation = v.identity().unwrap().generation;
-        for i in 0..2 {
+        for i in 0..v.member_count() {
             let m = FileMember::open_or_create(MemberKind::File, &dir.join(format!("m{i}.img")), 0)
                 .unwrap();
             let header = superblock::read(&m).unwrap();
@@ -338,6 +341,20 @@ fn member_data(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()[DATA_OFFSET as usize..].to_vec()
 }
 
+/// The members' data bytes XORed together (zero where a mirror or a stripe agrees).
+fn members_xor(dir: &Path, members: usize) -> Vec<u8> {
+    let mut xor = member_data(&dir.join("m0.img"));
+    for i in 1..members {
+        for (x, y) in xor
+            .iter_mut()
+            .zip(member_data(&dir.join(format!("m{i}.img"))))
+        {
+            *x ^= y;
+        }
+    }
+    xor
+}
+
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("grs-ecrash-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -355,7 +372,7 @@ fn engine_crash_child() {
     let dir = PathBuf::from(dir);
     let seed: u64 = std::env::var(SEED_ENV).unwrap().parse().unwrap();
     let mut version: u64 = std::env::var(VERSION_ENV).unwrap().parse().unwrap();
-    let s = spec(&dir);
+    let s = spec_of(&dir, &std::env::var(LAYOUT_ENV).unwrap());
     let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
     v.set_identity_flags(true, false).unwrap();
     let mut out = std::io::stdout().lock();
@@ -371,16 +388,17 @@ fn engine_crash_child() {
     }
 }
 
-#[test]
-fn a_killed_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
-    let dir = tmp("kill");
-    let s = spec(&dir);
+/// `rounds` engine processes in turn on one volume, each SIGKILLed after a random number
+/// of flushes plus a random delay; after each, reassemble and check.
+fn kill_rounds(layout: &str, seed: u64, rounds: usize) {
+    let dir = tmp(&format!("kill-{layout}"));
+    let s = spec_of(&dir, layout);
     let exe = std::env::current_exe().unwrap();
-    let mut rng = Rng(0x5eed_e001);
+    let mut rng = Rng(seed);
     let mut model = Model::new();
     let (mut resumed, mut rounds_rebuilding) = (0, 0);
     drop(assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap());
-    for round in 0..40 {
+    for round in 0..rounds {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -392,6 +410,7 @@ fn a_killed_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
             .env(DIR_ENV, &dir)
             .env(SEED_ENV, rng.next().to_string())
             .env(VERSION_ENV, model.next_version.to_string())
+            .env(LAYOUT_ENV, layout)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -427,7 +446,7 @@ fn a_killed_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
                 .is_some_and(|w| w > 0),
         );
     }
-    eprintln!("40 kills; {rounds_rebuilding} inside a journaled rebuild, {resumed} resumed past 0");
+    eprintln!("{layout}: {rounds} kills; {rounds_rebuilding} inside a journaled rebuild, {resumed} resumed past 0");
     assert!(
         resumed > 0,
         "no kill landed in a rebuild: the test proved nothing about it"
@@ -436,13 +455,23 @@ fn a_killed_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
 }
 
 #[test]
-fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
-    let dir = tmp("power");
-    let s = spec(&dir);
-    let mut rng = Rng(0x5eed_e002);
+fn a_killed_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
+    kill_rounds("raid10", 0x5eed_e001, 40);
+}
+
+#[test]
+fn a_killed_raid5_engine_keeps_acknowledged_writes_membership_and_rebuild_progress() {
+    kill_rounds("raid5", 0x5eed_e004, 20);
+}
+
+/// `rounds` power losses with every member behind a volatile write-back cache.
+fn power_rounds(layout: &str, seed: u64, rounds: usize) {
+    let dir = tmp(&format!("power-{layout}"));
+    let s = spec_of(&dir, layout);
+    let mut rng = Rng(seed);
     let mut model = Model::new();
     let (mut lost_writes, mut resumed) = (0, 0);
-    for round in 0..30 {
+    for round in 0..rounds {
         let caches: Mutex<Vec<Arc<VolatileCache>>> = Mutex::new(
             s.members
                 .iter()
@@ -487,12 +516,22 @@ fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
         }
         drop(v);
     }
-    eprintln!("30 power losses dropped {lost_writes} cached member writes; {resumed} rebuilds resumed past 0");
+    eprintln!("{layout}: {rounds} power losses dropped {lost_writes} cached member writes; {resumed} rebuilds resumed past 0");
     assert!(
         lost_writes > 0,
         "no power loss lost anything: the test proved nothing"
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
+    power_rounds("raid10", 0x5eed_e002, 30);
+}
+
+#[test]
+fn a_power_loss_under_raid5_keeps_every_write_a_flush_acknowledged() {
+    power_rounds("raid5", 0x5eed_e005, 20);
 }
 
 /// A personality with metadata of its own: RAID10 plus an index of every write it
