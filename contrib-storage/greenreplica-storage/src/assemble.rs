@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use crate::clock::Clock;
 use crate::config::{MemberConfig, Size, TemplateConfig, VolumeConfig};
 use crate::drive::Drive;
+use crate::journal::meta::{EngineState, JournaledHealth, MetaJournal};
 use crate::layout::{self, LayoutKind};
 use crate::ledger_store;
 use crate::member::{BlockDevice, CommandRunner, FaultyMember, FileMember, Member, MemberKind};
@@ -226,6 +227,47 @@ pub fn assemble(
                 .with_context(|| format!("volume {name}: member {i}"))
         })
         .collect::<Result<_>>()?;
+    assemble_stores(spec, clock, state_dir, stores)
+}
+
+/// Assemble from members already opened (`spec.members` in order).
+pub fn assemble_stores(
+    spec: &VolumeSpec,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    stores: Vec<Arc<dyn Member>>,
+) -> Result<Arc<Volume>> {
+    let name = &spec.name;
+    if stores.len() != spec.members.len() {
+        bail!(
+            "volume {name}: {} members opened for {} configured",
+            stores.len(),
+            spec.members.len()
+        );
+    }
+    let smallest = stores.iter().map(|s| s.size()).min().unwrap_or(0);
+    if smallest <= DATA_OFFSET {
+        bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
+    }
+    let layout = layout::build(
+        spec.layout,
+        spec.members.len(),
+        smallest - DATA_OFFSET,
+        spec.stripe_unit,
+    )
+    .with_context(|| format!("volume {name}"))?;
+    assemble_layout(spec, clock, state_dir, stores, layout)
+}
+
+/// Assemble with a personality already built for the members (tests bring their own).
+pub(crate) fn assemble_layout(
+    spec: &VolumeSpec,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    stores: Vec<Arc<dyn Member>>,
+    layout: Box<dyn layout::Personality>,
+) -> Result<Arc<Volume>> {
+    let name = &spec.name;
     // A damaged header fails only its member (if the rest of the volume can be found).
     let mut damaged: Vec<Option<String>> = vec![None; stores.len()];
     let headers: Vec<Option<Superblock>> = stores
@@ -240,17 +282,6 @@ pub fn assemble(
             other => other.with_context(|| format!("volume {name}: member {i}")),
         })
         .collect::<Result<_>>()?;
-    let smallest = stores.iter().map(|s| s.size()).min().unwrap_or(0);
-    if smallest <= DATA_OFFSET {
-        bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
-    }
-    let layout = layout::build(
-        spec.layout,
-        spec.members.len(),
-        smallest - DATA_OFFSET,
-        spec.stripe_unit,
-    )
-    .with_context(|| format!("volume {name}"))?;
 
     let reference = headers
         .iter()
@@ -332,6 +363,48 @@ pub fn assemble(
         }
     }
 
+    let (meta, journaled) = open_metadata_journal(state_dir, name)?;
+    let mut identity = identity;
+    let journaled = match journaled {
+        Some(state) if state.volume_id == identity.volume_id => Some(state),
+        Some(state) => {
+            if !state.volume_id.is_empty() {
+                tracing::warn!(volume = %name, journal = %meta.path().display(), their = %state.volume_id,
+                    "the metadata journal belongs to another volume of this name; starting a new one");
+            }
+            None
+        }
+        None => None,
+    };
+    if let Some(state) = &journaled {
+        let changed = merge_journal(&mut healths, &headers, state, identity.generation);
+        if changed {
+            // The headers did not see what the journal did: a new generation makes the
+            // members it failed stale in the headers too.
+            identity.generation = identity.generation.max(state.generation) + 1;
+            tracing::warn!(volume = %name, ?healths, generation = identity.generation,
+                "the metadata journal recorded membership changes the member headers missed");
+        }
+        let records: Vec<layout::LayoutRecord> = state
+            .layout_records
+            .iter()
+            .map(|(kind, payload)| layout::LayoutRecord {
+                kind: *kind,
+                payload: payload.clone(),
+            })
+            .collect();
+        layout
+            .replay(state.layout_image.as_deref(), &records)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("volume {name}: replaying the layout's journal records"))?;
+    } else {
+        meta.reset(EngineState {
+            volume_id: identity.volume_id.clone(),
+            ..EngineState::default()
+        })
+        .with_context(|| format!("volume {name}: metadata journal"))?;
+    }
+
     let ledgers = ledger_store::load(state_dir, name, &identity.volume_id, spec.members.len());
     let now = clock.now();
     let mut slots = Vec::new();
@@ -377,11 +450,73 @@ pub fn assemble(
         let intent = open_write_intent(spec, state_dir, &volume_id, member_data_bytes, was_clean)?;
         volume = volume.with_write_intent(intent);
     }
-    let volume = Arc::new(volume);
+    let volume = Arc::new(volume.with_metadata_journal(meta));
+    // Writes the picture to the journal, then the headers; then the replayed log is folded.
     volume
         .persist_headers()
         .with_context(|| format!("volume {name}"))?;
+    volume
+        .checkpoint_metadata()
+        .with_context(|| format!("volume {name}"))?;
     Ok(volume)
+}
+
+/// The volume's metadata journal beside its state; None for the state when it holds no
+/// membership yet (a new journal, or an old volume's first start with one).
+fn open_metadata_journal(
+    state_dir: &Path,
+    name: &str,
+) -> Result<(MetaJournal, Option<EngineState>)> {
+    let path = state_dir.join(format!("{name}.journal"));
+    let (meta, state) = MetaJournal::open(&path)
+        .with_context(|| format!("volume {name}: metadata journal {}", path.display()))?;
+    let known = state.generation > 0;
+    Ok((meta, known.then_some(state)))
+}
+
+/// Fold the journal's membership into the healths the headers gave; returns whether
+/// anything changed. The headers stay authoritative for who belongs (identity, staleness,
+/// a blank or damaged member); the journal, committed before every header write and after
+/// every rebuild flush, is newer for what happened since: a failure the headers never
+/// recorded, a rebuild further along or finished. A journal older than the headers
+/// (restored, or left from before) is not used for membership.
+fn merge_journal(
+    healths: &mut [Health],
+    headers: &[Option<Superblock>],
+    state: &EngineState,
+    header_generation: u64,
+) -> bool {
+    if state.generation < header_generation || state.members.len() != healths.len() {
+        return false;
+    }
+    let mut changed = false;
+    for ((health, header), journaled) in healths.iter_mut().zip(headers).zip(&state.members) {
+        if header.is_none() || matches!(health, Health::Failed { .. }) {
+            continue;
+        }
+        let merged = match (&*health, journaled) {
+            (_, JournaledHealth::Failed { reason }) => Health::Failed {
+                reason: format!("failed before the crash (metadata journal): {reason}"),
+            },
+            (Health::Rebuilding { watermark: h }, JournaledHealth::Rebuilding { watermark: j }) => {
+                Health::Rebuilding {
+                    watermark: (*h).max(*j),
+                }
+            }
+            (_, JournaledHealth::Rebuilding { watermark }) => Health::Rebuilding {
+                watermark: *watermark,
+            },
+            (_, JournaledHealth::InSync) => Health::InSync,
+        };
+        if merged != *health {
+            changed |= !matches!(
+                (&*health, &merged),
+                (Health::Rebuilding { .. }, Health::Rebuilding { .. })
+            );
+            *health = merged;
+        }
+    }
+    changed
 }
 
 /// The write-intent bitmap beside the state; after an unclean stop its set bits are the
@@ -422,6 +557,8 @@ fn open_write_intent(
     Ok(intent)
 }
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,8 @@ use crate::volume::Volume;
 const CHUNK: u64 = 1 << 20;
 /// Persist the watermark every so often so a restart does not start over.
 const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// Journal the watermark (flush, then one small record) more often than the headers.
+const JOURNAL_BYTES: u64 = 8 << 20;
 
 pub fn spawn(
     volume: Arc<Volume>,
@@ -44,6 +46,7 @@ fn run(volume: &Volume, member: usize, max_mb_s: f64, stop: &AtomicBool) {
     let started = Instant::now();
     let min_mb_s = volume.integrity().rebuild_min_mb_s;
     let mut since_checkpoint = 0u64;
+    let mut since_journal = 0u64;
     let mut foreground_seen = volume.foreground_requests();
     tracing::info!(volume = %volume.name(), member, max_mb_s, min_mb_s, "rebuild started");
     while !stop.load(Ordering::SeqCst) {
@@ -51,6 +54,13 @@ fn run(volume: &Volume, member: usize, max_mb_s: f64, stop: &AtomicBool) {
         match volume.rebuild_step(member, CHUNK) {
             Ok(Some(_watermark)) => {
                 since_checkpoint += CHUNK;
+                since_journal += CHUNK;
+                if since_journal >= JOURNAL_BYTES {
+                    since_journal = 0;
+                    if let Err(e) = volume.journal_rebuild_progress(member) {
+                        tracing::warn!(volume = %volume.name(), error = %e, "cannot journal rebuild progress");
+                    }
+                }
                 if since_checkpoint >= CHECKPOINT_BYTES {
                     since_checkpoint = 0;
                     // persist_headers flushes the copied data before the watermark.

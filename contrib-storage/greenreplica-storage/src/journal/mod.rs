@@ -80,6 +80,7 @@
 
 mod files;
 pub mod format;
+pub mod meta;
 
 #[cfg(test)]
 mod crash_tests;

@@ -188,6 +188,14 @@ pub struct SyncCopy {
 pub const SYNC_BLOCK: u64 = 4096;
 
 /// Verdict of a sync unit: the member bytes to rewrite to make it consistent.
+/// A personality's record in the volume's metadata journal: its own `kind` (below 0x8000)
+/// and bytes only it interprets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutRecord {
+    pub kind: u16,
+    pub payload: Vec<u8>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reconcile {
     pub rewrites: Vec<(usize, Vec<u8>)>,
@@ -245,6 +253,27 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// Called after a plan's writes landed (layouts that redirect writes update their index
     /// here; the static layouts need nothing).
     fn complete(&self, _plan: &Plan) {}
+
+    /// The personality's own metadata records for what `plan` changed (its index, root or
+    /// table), taken right after `complete`, once the data has landed. The engine appends
+    /// them to the volume's metadata journal and makes them durable before the flush that
+    /// acknowledges the write returns. Replaying a record twice must leave the same state:
+    /// a checkpoint image may already reflect it.
+    fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {
+        Vec::new()
+    }
+
+    /// Rebuild the personality's metadata at start: the image of the last checkpoint (if
+    /// it gave one), then every record journaled after it, in order.
+    fn replay(&self, _image: Option<&[u8]>, _records: &[LayoutRecord]) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The personality's whole metadata, for a journal checkpoint; None if it keeps none
+    /// (its records, if any, are then carried from checkpoint to checkpoint).
+    fn checkpoint_image(&self) -> Option<Vec<u8>> {
+        None
+    }
 
     /// A plan that puts member `member`'s bytes `offset..offset+len` into the caller's buffer
     /// without reading that member: a rebuild, and MD's fix_read_error.

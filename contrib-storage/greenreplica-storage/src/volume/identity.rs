@@ -43,6 +43,8 @@ impl Volume {
             let Some(identity) = self.identity() else {
                 return Ok(());
             };
+            // The journal records the picture first; the headers follow.
+            self.journal_picture(identity.generation, &identity.volume_id);
             let mut failed = Vec::new();
             for (i, slot) in self.slots.iter().enumerate() {
                 let data = match slot.health() {

@@ -215,7 +215,7 @@ impl Volume {
                 data.len()
             )));
         }
-        self.layout.complete(&plan);
+        self.complete_plan(&plan)?;
         self.observe(0, IoKind::Write, offset, data.len() as u64, started);
         Ok(())
     }
@@ -421,6 +421,8 @@ impl Volume {
         if let Some(rec) = &self.recorder {
             rec.flush();
         }
+        // The metadata describing the flushed data is durable before the flush returns.
+        self.commit_metadata()?;
         if let (Some(intent), Some(epoch)) = (&self.intent, epoch) {
             if failures.is_empty() {
                 intent.flushed(epoch);

@@ -32,9 +32,13 @@ impl Volume {
             if matches!(*health, Health::Failed { .. }) {
                 return false;
             }
-            *health = Health::Failed {
+            let failed = Health::Failed {
                 reason: reason.to_string(),
             };
+            // Journaled before any write can skip the member: the flush that acknowledges
+            // such a write commits the failure first.
+            self.journal_member(member, &failed);
+            *health = failed;
         }
         tracing::warn!(volume = %self.name, member, reason, "member failed; volume is degraded");
         true

@@ -7,6 +7,7 @@ mod bitmap;
 mod identity;
 mod io;
 mod membership;
+mod meta;
 mod power;
 mod range_lock;
 mod resync;
@@ -156,6 +157,8 @@ pub struct Volume {
     recorder: Option<TraceRecorder>,
     /// The header template written to members (None in virtual time).
     identity: Mutex<Option<Superblock>>,
+    /// The metadata journal on the state device (None in virtual time).
+    meta: Option<crate::journal::meta::MetaJournal>,
     latency: Histogram,
 }
 
@@ -184,6 +187,7 @@ impl Volume {
             power,
             recorder,
             identity: Mutex::new(identity),
+            meta: None,
             latency: Histogram::default(),
         }
     }

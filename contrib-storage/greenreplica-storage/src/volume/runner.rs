@@ -245,7 +245,7 @@ impl<'v> Runner<'v> {
                         request.offset
                     )));
                 }
-                v.layout.complete(plan);
+                v.complete_plan(plan)?;
                 Ok(None)
             }
             (IoKind::Write, None) => {

@@ -1,0 +1,135 @@
+//! The engine's side of the metadata journal (`journal::meta`): what it records and when.
+//!
+//! * A member's failure is appended before I/O can see it, so the flush that acknowledges
+//!   a write that skipped the member commits the failure first.
+//! * The membership picture (generation and every member's health) is committed before the
+//!   member headers are written.
+//! * A rebuild's progress is appended after the rebuilt bytes were flushed.
+//! * The personality's records are appended when a write completes and committed by the
+//!   next flush, after the members' flush and before the flush returns.
+
+use super::{Health, Volume, VolumeError};
+use crate::journal::meta::{JournaledHealth, MetaJournal};
+use crate::layout::Plan;
+use crate::sync::lock;
+
+pub(super) fn journaled(health: &Health) -> JournaledHealth {
+    match health {
+        Health::InSync => JournaledHealth::InSync,
+        Health::Rebuilding { watermark } => JournaledHealth::Rebuilding {
+            watermark: *watermark,
+        },
+        Health::Failed { reason } => JournaledHealth::Failed {
+            reason: reason.clone(),
+        },
+    }
+}
+
+impl Volume {
+    /// Keep a metadata journal (set up by assembly, which has replayed it).
+    pub fn with_metadata_journal(mut self, journal: MetaJournal) -> Self {
+        self.meta = Some(journal);
+        self
+    }
+
+    pub fn metadata_journal(&self) -> Option<&MetaJournal> {
+        self.meta.as_ref()
+    }
+
+    fn journal_error(&self, what: &str, e: anyhow::Error) -> VolumeError {
+        VolumeError::Io {
+            volume: self.name.clone(),
+            problem: format!("metadata journal: cannot {what}: {e:#}"),
+        }
+    }
+
+    /// Append a member's new health (before it becomes visible to I/O).
+    pub(super) fn journal_member(&self, member: usize, health: &Health) {
+        if let Some(meta) = &self.meta {
+            if let Err(e) = meta.record_member(member, journaled(health)) {
+                tracing::error!(volume = %self.name, member, error = %format!("{e:#}"),
+                    "cannot journal a member's health change");
+            }
+        }
+    }
+
+    /// Commit the membership picture; the caller holds `headers` and writes the headers
+    /// next. A journal that cannot be written leaves the headers to record the change.
+    pub(super) fn journal_picture(&self, generation: u64, volume_id: &str) {
+        let Some(meta) = &self.meta else { return };
+        let members = self.slots.iter().map(|s| journaled(&s.health())).collect();
+        if let Err(e) = meta
+            .record_picture(volume_id, generation, members)
+            .and_then(|()| meta.commit())
+        {
+            tracing::error!(volume = %self.name, error = %format!("{e:#}"),
+                "cannot journal the membership; the member headers still record it");
+        }
+    }
+
+    /// A write's data landed: let the personality update its metadata and journal it.
+    pub(super) fn complete_plan(&self, plan: &Plan) -> Result<(), VolumeError> {
+        self.layout.complete(plan);
+        let records = self.layout.journal_records(plan);
+        if records.is_empty() {
+            return Ok(());
+        }
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        for r in records {
+            meta.record_layout(r.kind, &r.payload)
+                .map_err(|e| self.journal_error("append a layout record", e))?;
+        }
+        Ok(())
+    }
+
+    /// Make the journal durable (in a flush, after the members' data, before the flush
+    /// returns) and fold it into a checkpoint when it has grown.
+    pub(super) fn commit_metadata(&self) -> Result<(), VolumeError> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        meta.commit().map_err(|e| self.journal_error("commit", e))?;
+        if meta.wants_checkpoint() {
+            meta.checkpoint(|| self.layout.checkpoint_image())
+                .map_err(|e| self.journal_error("checkpoint", e))?;
+        }
+        Ok(())
+    }
+
+    /// Journal how far a member's rebuild has come: flush the member, then append and
+    /// commit its watermark, so a restart resumes there and never beyond the bytes really
+    /// on the member.
+    pub fn journal_rebuild_progress(&self, member: usize) -> Result<(), VolumeError> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        // Serialized with failures and replacements: the watermark is this rebuild's.
+        let _headers = lock(&self.headers);
+        let Some(slot) = self.slots.get(member) else {
+            return Err(self.member_error(member, "no such member"));
+        };
+        let Health::Rebuilding { watermark } = slot.health() else {
+            return Ok(());
+        };
+        let Some(store) = slot.live_store() else {
+            return Ok(());
+        };
+        store
+            .flush()
+            .map_err(|e| self.member_error(member, format!("flush before journaling: {e}")))?;
+        meta.record_progress(member, watermark)
+            .and_then(|()| meta.commit())
+            .map_err(|e| self.journal_error("record rebuild progress", e))
+    }
+
+    /// Fold the journal into a checkpoint now (assembly does, after replay).
+    pub fn checkpoint_metadata(&self) -> Result<(), VolumeError> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        meta.checkpoint(|| self.layout.checkpoint_image())
+            .map_err(|e| self.journal_error("checkpoint", e))
+    }
+}
