@@ -28,6 +28,7 @@ my $standby = new_standby(
 greenreplica.mode = compact
 greenreplica.carry_dirty_buffers = on
 greenreplica.rto = 300s
+shared_buffers = 64MB
 bgwriter_lru_maxpages = 0
 checkpoint_timeout = 1d
 recovery_prefetch = off
