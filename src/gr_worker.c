@@ -1353,8 +1353,9 @@ gr_track_restartpoints(TimestampTz now)
 }
 
 /*
- * FLUSH's write-back decision: write the dirty buffers back now (and take a
- * restartpoint when one is due), or carry them to a later batch.  Returns the
+ * FLUSH's write-back decision: write the dirty buffers back now (with a
+ * restartpoint when a checkpoint record was replayed), or carry them to a
+ * later batch (only when no restartpoint is due).  Returns the
  * buffers written; sets sched.carried_*.
  */
 static int
@@ -1362,7 +1363,6 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 {
 	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	bool		checkpoint_replayed = checkpoint_end > sched.restartpoint_checkpoint;
-	bool		restartpoint = checkpoint_replayed;
 	GrWriteBack verdict = GR_WB_DISABLED;
 	int			written = 0;
 
@@ -1373,12 +1373,13 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 		double		dirty = gr_count_dirty_buffers();
 		double		idle_s;
 		XLogRecPtr	redo = GetRedoRecPtr();
+		bool		restartpoint_due;
 
 		gr_replan();
 		idle_s = isfinite(sched.plan.until_due_s) ? sched.plan.until_due_s : INFINITY;
 		if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
 			idle_s = Min(idle_s, (double) gr_max_apply_delay_s);
-		restartpoint = gr_plan_restartpoint_due(checkpoint_replayed,
+		restartpoint_due = gr_plan_restartpoint_due(checkpoint_replayed,
 												sched.restartpoint_at == 0 ? -1 :
 												gr_seconds_between(sched.restartpoint_at, now),
 												idle_s, (double) CheckPointTimeout,
@@ -1386,7 +1387,7 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 												(double) max_wal_size_mb * 1024 * 1024);
 		in.enabled = true;
 		in.bgwriter_writes = bgwriter_lru_maxpages > 0;
-		in.restartpoint_due = restartpoint;
+		in.restartpoint_due = restartpoint_due;
 		in.dirty_buffers = dirty;
 		/* the next batch dirties about what this one did */
 		in.next_batch_blocks = Max(0, dirty - sched.carried_dirty);
@@ -1409,8 +1410,12 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 		}
 	}
 
-	/* A restartpoint at the window's checkpoint also lets WAL be recycled. */
-	if (restartpoint)
+	/*
+	 * Not carried: a restartpoint at the window's checkpoint (due or not)
+	 * also lets WAL be recycled, and costs little once everything is
+	 * written anyway.
+	 */
+	if (checkpoint_replayed)
 	{
 		gr_set_step("restartpoint");
 		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);

@@ -66,6 +66,17 @@ sub prefetch_method_conf
 	return defined $m && $m ne '' ? "greenreplica.prefetch_method = $m\n" : '';
 }
 
+# GR_TEST_CARRY_DIRTY_BUFFERS=on in the environment runs every standby with
+# dirty buffers carried across batches (issue 14), so that the promotion and
+# compaction tests cover that write-back path too.
+sub carry_dirty_conf
+{
+	my $c = $ENV{GR_TEST_CARRY_DIRTY_BUFFERS};
+	return defined $c && $c eq 'on'
+	  ? "greenreplica.carry_dirty_buffers = on\nbgwriter_lru_maxpages = 0\n"
+	  : '';
+}
+
 # What every test standby gets: the tests poll the standby while it applies
 # a batch, and a batch replays WAL received long ago, which PostgreSQL counts
 # as past max_standby_streaming_delay at once: a conflicting cleanup record
@@ -73,7 +84,7 @@ sub prefetch_method_conf
 # millisecond queries instead.
 sub standby_test_conf
 {
-	return "max_standby_streaming_delay = -1\n" . prefetch_method_conf();
+	return "max_standby_streaming_delay = -1\n" . prefetch_method_conf() . carry_dirty_conf();
 }
 
 # A streaming standby of $primary, from a fresh base backup, with extra
