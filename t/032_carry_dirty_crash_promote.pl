@@ -110,11 +110,6 @@ ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 is_deeply(table_fingerprints($standby), $primary_fp,
 	'after a crash with carried buffers and promotion the standby equals the primary');
 
-my ($stdout, $stderr) = ('', '');
-my $ok = IPC::Run::run(
-	[ 'pg_amcheck', '--all', '--heapallindexed', '-h', $standby->host, '-p', $standby->port ],
-	'>', \$stdout, '2>', \$stderr);
-ok($ok && $stdout eq '', 'pg_amcheck --all --heapallindexed is clean after promotion')
-  or diag("stdout: $stdout\nstderr: $stderr");
+amcheck_clean($standby, 'after promotion');
 
 done_testing();

@@ -29,6 +29,7 @@ our @EXPORT = qw(
   pair_on_agent_volume
   check_promotion_in_phase
   init_pgbench
+  amcheck_clean
 );
 
 # A primary with the library preloaded and the extension created.
@@ -128,6 +129,20 @@ sub table_fingerprints
 		}
 	}
 	return \%fp;
+}
+
+# pg_amcheck --all --heapallindexed on $node must find nothing ($what ends
+# the test name).
+sub amcheck_clean
+{
+	my ($node, $what) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run(
+		[ 'pg_amcheck', '--all', '--heapallindexed', '-h', $node->host, '-p', $node->port ],
+		'>', \$stdout, '2>', \$stderr);
+	ok($ok && $stdout eq '', "pg_amcheck --all --heapallindexed is clean $what")
+	  or diag("stdout: $stdout\nstderr: $stderr");
+	return;
 }
 
 # Make the standby replay everything the primary has written so far,
