@@ -234,6 +234,7 @@ typedef struct GrScheduler
 	XLogRecPtr	restartpoint_redo;	/* redo pointer last seen */
 	TimestampTz restartpoint_at;	/* when it moved; 0 unknown */
 	bool		ended_at_checkpoint;	/* this batch's window did */
+	TimestampTz flush_end_at;	/* when the last batch's FLUSH ended */
 	char		write_back[GR_MESSAGE_LEN];
 
 	/* pacing the start/stop budget */
@@ -938,6 +939,40 @@ gr_work_must_stop(void)
 	return ShutdownRequestPending || gr_promotion_requested();
 }
 
+/* Note when the redo pointer moves: a restartpoint, ours or the checkpointer's. */
+static void
+gr_track_restartpoints(TimestampTz now)
+{
+	XLogRecPtr	redo = GetRedoRecPtr();
+
+	if (redo != sched.restartpoint_redo)
+	{
+		if (!XLogRecPtrIsInvalid(sched.restartpoint_redo))
+			sched.restartpoint_at = now;
+		sched.restartpoint_redo = redo;
+	}
+}
+
+/*
+ * Whether a restartpoint is due at a batch end reached at "upto", with a
+ * checkpoint record replayed since the last restartpoint, when the volume
+ * then sleeps idle_s (gr_plan_restartpoint_due).
+ */
+static bool
+gr_restartpoint_due(TimestampTz now, XLogRecPtr upto, double idle_s)
+{
+	XLogRecPtr	redo;
+
+	gr_track_restartpoints(now);
+	redo = GetRedoRecPtr();
+	return gr_plan_restartpoint_due(true,
+									sched.restartpoint_at == 0 ? -1 :
+									gr_seconds_between(sched.restartpoint_at, now),
+									idle_s, (double) CheckPointTimeout,
+									upto > redo ? (double) (upto - redo) : 0,
+									(double) max_wal_size_mb * 1024 * 1024);
+}
+
 /*
  * Decode the next window of the batch, from the replay position to the
  * batch end (or to a split, when its reads would not fit in memory).
@@ -961,13 +996,18 @@ gr_decode_window(void)
 	gr_set_step(NULL);
 	f = gr_fold_figures(&w->fold);
 	/*
-	 * With carrying, a window ends at its last checkpoint record when that
-	 * keeps most of it: the restartpoint that writes the carried buffers
-	 * back then falls at the batch end, from the latest redo pointer the
-	 * batch offers.  The blocks decoded past it serve the next batch.
+	 * With carrying, a window ends at its last checkpoint record when a
+	 * restartpoint will be due at this batch end (the next sleep taken as
+	 * long as the last one) and that keeps most of the window: the
+	 * restartpoint that writes the carried buffers back then falls at the
+	 * batch end and recycles the WAL before it.  The blocks decoded past it
+	 * serve the next batch.
 	 */
 	if (gr_carry_dirty_buffers && sched.compacting && !w->split && !w->aborted &&
-		!w->incomplete)
+		!w->incomplete && w->last_checkpoint_end != InvalidXLogRecPtr &&
+		gr_restartpoint_due(GetCurrentTimestamp(), w->last_checkpoint_end,
+							sched.flush_end_at == 0 ? INFINITY :
+							gr_seconds_between(sched.flush_end_at, sched.batch_start)))
 	{
 		XLogRecPtr	end = gr_plan_window_end(w->start, w->apply_to,
 											 w->last_checkpoint_end,
@@ -1338,20 +1378,6 @@ gr_learn_model(uint64 bytes)
 							 sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
-/* Note when the redo pointer moves: a restartpoint, ours or the checkpointer's. */
-static void
-gr_track_restartpoints(TimestampTz now)
-{
-	XLogRecPtr	redo = GetRedoRecPtr();
-
-	if (redo != sched.restartpoint_redo)
-	{
-		if (!XLogRecPtrIsInvalid(sched.restartpoint_redo))
-			sched.restartpoint_at = now;
-		sched.restartpoint_redo = redo;
-	}
-}
-
 /*
  * FLUSH's write-back decision: write the dirty buffers back now (with a
  * restartpoint when a checkpoint record was replayed), or carry them to a
@@ -1372,19 +1398,15 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 		GrCarryInput in;
 		double		dirty = gr_count_dirty_buffers();
 		double		idle_s;
-		XLogRecPtr	redo = GetRedoRecPtr();
 		bool		restartpoint_due;
 
 		gr_replan();
 		idle_s = isfinite(sched.plan.until_due_s) ? sched.plan.until_due_s : INFINITY;
 		if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
 			idle_s = Min(idle_s, (double) gr_max_apply_delay_s);
-		restartpoint_due = gr_plan_restartpoint_due(checkpoint_replayed,
-												sched.restartpoint_at == 0 ? -1 :
-												gr_seconds_between(sched.restartpoint_at, now),
-												idle_s, (double) CheckPointTimeout,
-												applied_to > redo ? (double) (applied_to - redo) : 0,
-												(double) max_wal_size_mb * 1024 * 1024);
+		/* a window ended at its checkpoint record for this restartpoint */
+		restartpoint_due = checkpoint_replayed &&
+			(sched.ended_at_checkpoint || gr_restartpoint_due(now, applied_to, idle_s));
 		in.enabled = true;
 		in.bgwriter_writes = bgwriter_lru_maxpages > 0;
 		in.restartpoint_due = restartpoint_due;
@@ -1539,6 +1561,7 @@ gr_flush_batch(TimestampTz now)
 			 gr_carry_dirty_buffers ? errdetail("%s.", sched.write_back) : 0));
 
 	gr_window_release(&sched.window);
+	sched.flush_end_at = GetCurrentTimestamp();
 	gr_replan();
 
 	/*

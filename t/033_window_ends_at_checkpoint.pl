@@ -1,8 +1,10 @@
 # A window ends on a checkpoint record: with dirty buffers carried
 # (greenreplica.carry_dirty_buffers, mode compact), a window whose last
-# checkpoint record keeps most of its bytes ends right after it, so the
-# restartpoint falls at the batch end and the WAL before it is recycled; the
-# WAL after the checkpoint waits for the next batch.
+# checkpoint record keeps most of its bytes, and after which a restartpoint
+# will be due (here: half of max_wal_size kept since the last one), ends
+# right after it, so the restartpoint falls at the batch end, writes the
+# carried buffers and recycles the WAL before it; the WAL after the
+# checkpoint waits for the next batch.
 use strict;
 use warnings;
 
@@ -27,6 +29,8 @@ shared_buffers = 64MB
 greenreplica.max_apply_delay = 0
 bgwriter_lru_maxpages = 0
 checkpoint_timeout = 1d
+max_wal_size = 64MB
+min_wal_size = 32MB
 recovery_prefetch = off
 });
 ok( $standby->poll_query_until(
