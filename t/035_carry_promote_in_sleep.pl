@@ -30,7 +30,8 @@ ok( $standby->poll_query_until(
 		'postgres', "SELECT phase = 'sleep' AND agent = 'connected' FROM greenreplica_status"),
 	'the standby batches with the agent');
 
-# Batches until one carries its buffers and the volume sleeps.
+# Batches until one carries its buffers (the first write-back measures the
+# time per buffer: until then the assumed 20 ms may not fit the budget).
 my $carried = 0;
 foreach my $round (1 .. 5)
 {
@@ -41,12 +42,13 @@ foreach my $round (1 .. 5)
 		],
 		"round $round: 300 pgbench transactions on the primary");
 	replay_all($standby, $primary);
-	$carried = $standby->poll_query_until('postgres',
-		"SELECT write_back LIKE '%dirty buffers carried%' AND volume_state = 'standby'
-		   FROM greenreplica_status");
+	$carried = standby_status($standby, 'write_back')->{write_back} =~ /dirty buffers carried/;
 	last if $carried;
 }
-ok($carried, 'a batch carried its dirty buffers and the volume went to sleep');
+ok($carried, 'a batch carried its dirty buffers');
+ok( $standby->poll_query_until('postgres',
+		"SELECT volume_state = 'standby' FROM greenreplica_status"),
+	'the volume sleeps with the buffers carried');
 my $s = standby_status($standby, qw(carried_dirty_buffers carried_write_s rto_estimate_s rto_budget_s));
 note(join(', ', map { "$_=$s->{$_}" } sort keys %$s));
 cmp_ok($s->{carried_dirty_buffers}, '>', 0, 'buffers are carried');
