@@ -101,15 +101,6 @@ $primary->safe_psql('postgres',
 $primary->wait_for_catchup($standby, 'write', $primary->lsn('insert'));
 $standby->stop('immediate');
 $standby->start;
-my $primary_fp = table_fingerprints($primary);
-ok( $standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()'),
-	'the crashed standby restarts in recovery');
-$standby->promote;
-ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'the restarted standby is promoted');
-is_deeply(table_fingerprints($standby), $primary_fp,
-	'after a crash with carried buffers and promotion the standby equals the primary');
-
-amcheck_clean($standby, 'after promotion');
+promote_crashed_and_compare($primary, $standby, 'a crash with carried buffers');
 
 done_testing();

@@ -30,6 +30,7 @@ our @EXPORT = qw(
   check_promotion_in_phase
   init_pgbench
   amcheck_clean
+  promote_crashed_and_compare
 );
 
 # A primary with the library preloaded and the extension created.
@@ -142,6 +143,23 @@ sub amcheck_clean
 		'>', \$stdout, '2>', \$stderr);
 	ok($ok && $stdout eq '', "pg_amcheck --all --heapallindexed is clean $what")
 	  or diag("stdout: $stdout\nstderr: $stderr");
+	return;
+}
+
+# A standby crashed and started again: once back in recovery it is promoted,
+# must equal $primary and pass pg_amcheck ($what names the crash).
+sub promote_crashed_and_compare
+{
+	my ($primary, $standby, $what) = @_;
+	my $primary_fp = table_fingerprints($primary);
+	ok( $standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()'),
+		'the crashed standby restarts in recovery');
+	$standby->promote;
+	ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'the restarted standby is promoted');
+	is_deeply(table_fingerprints($standby), $primary_fp,
+		"after $what and promotion the standby equals the primary");
+	amcheck_clean($standby, 'after promotion');
 	return;
 }
 
