@@ -4,8 +4,10 @@
  *	  End-of-batch write-back: every dirty buffer, in physical order, then
  *	  a sync of the data filesystems.
  *
- * Nothing may be left dirty when the data volume goes to sleep, or the
- * background writer would trickle it out and wake the volume.  A
+ * Unless a batch carries its dirty buffers (greenreplica.carry_dirty_buffers,
+ * decided in gr_worker.c), nothing is left dirty when the data volume goes
+ * to sleep, or the background writer would trickle it out and wake the
+ * volume.  A
  * restartpoint does this when the window ended at a checkpoint record;
  * otherwise PostgreSQL would skip it, so the scheduler writes the dirty
  * buffers itself, sorted by (tablespace, database, relation, fork, block)
@@ -193,6 +195,18 @@ gr_write_back(void)
 {
 	int			written = gr_flush_dirty_buffers_sorted();
 
+	gr_sync_data();
+	return written;
+}
+
+/*
+ * Sync the data filesystems without writing buffers: when a batch carries its
+ * dirty buffers, what the startup process evicted during APPLY still sits in
+ * the kernel's page cache, and its own write-back would wake the volume.
+ */
+void
+gr_sync_data(void)
+{
 	gr_sync_data_filesystems();
 
 	/*
@@ -201,5 +215,18 @@ gr_write_back(void)
 	 * relation or database do not stay pinned until the next batch.
 	 */
 	smgrcloseall();
-	return written;
+}
+
+/* Buffers dirty now (an unlocked peek at each header: a count, not a list). */
+int
+gr_count_dirty_buffers(void)
+{
+	int			dirty = 0;
+
+	for (int i = 0; i < NBuffers; i++)
+	{
+		if (pg_atomic_read_u32(&GetBufferDescriptor(i)->state) & BM_DIRTY)
+			dirty++;
+	}
+	return dirty;
 }

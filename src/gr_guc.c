@@ -36,6 +36,7 @@ int			gr_max_apply_delay_s = 300;
 int			gr_prefetch_method = GR_PREFETCH_BUFFERS;
 int			gr_prefetch_merge_gap = 32;
 int			gr_initial_read_time_ms = 20;
+bool		gr_carry_dirty_buffers = false;
 
 static const struct config_enum_entry gr_mode_options[] = {
 	{"off", GR_MODE_OFF, false},
@@ -203,6 +204,17 @@ gr_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("greenreplica.carry_dirty_buffers",
+							 "Lets a batch leave its dirty buffers for a later batch's write-back.",
+							 "The write-back then happens in one sorted burst when the dirty "
+							 "share of shared_buffers, a due restartpoint or the RTO requires "
+							 "it; needs bgwriter_lru_maxpages = 0.",
+							 &gr_carry_dirty_buffers,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * A developer option, hidden from SHOW ALL and pg_settings: makes every

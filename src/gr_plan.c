@@ -31,6 +31,8 @@
 
 #include "gr_plan.h"
 
+#define Max0(x) ((x) > 0 ? (x) : 0)
+
 GrPlan
 gr_plan_batches(double r_gen, double r_apl, double rto, double spin_up,
 				double window_size)
@@ -239,4 +241,106 @@ gr_arrivals_oldest(GrArrivals *arrivals, uint64_t applied)
 		arrivals->count -= first;
 	}
 	return arrivals->count > 0 ? arrivals->at[0] : -1;
+}
+
+GrWriteBack
+gr_plan_write_back(const GrCarryInput *in)
+{
+	if (!in->enabled)
+		return GR_WB_DISABLED;
+	if (in->bgwriter_writes)
+		return GR_WB_BGWRITER;
+	if (in->restartpoint_due)
+		return GR_WB_RESTARTPOINT;
+	/* APPLY must not evict dirty buffers one at a time: room for the next batch */
+	if (!(in->nbuffers > 0) ||
+		in->dirty_buffers + Max0(in->next_batch_blocks) >
+		in->max_dirty_share * in->nbuffers)
+		return GR_WB_DIRTY_SHARE;
+	if (!(in->budget_s > 0) ||
+		gr_plan_carried_write_s(in->dirty_buffers, in->write_s) >
+		in->max_budget_share * in->budget_s)
+		return GR_WB_RTO;
+	return GR_WB_CARRY;
+}
+
+const char *
+gr_plan_write_back_message(GrWriteBack verdict)
+{
+	switch (verdict)
+	{
+		case GR_WB_CARRY:
+			return "dirty buffers carried to the next batch";
+		case GR_WB_DISABLED:
+			return "greenreplica.carry_dirty_buffers is off";
+		case GR_WB_BGWRITER:
+			return "bgwriter_lru_maxpages is not 0: the background writer would write carried buffers while the volume sleeps";
+		case GR_WB_RESTARTPOINT:
+			return "a restartpoint is due at this batch end";
+		case GR_WB_DIRTY_SHARE:
+			return "the dirty buffers and the next batch's blocks would pass the dirty share of shared_buffers";
+		case GR_WB_RTO:
+			return "writing the carried buffers would take too much of the RTO budget";
+	}
+	return "unknown";
+}
+
+double
+gr_plan_carried_write_s(double dirty_buffers, double write_s)
+{
+	if (!(dirty_buffers > 0))
+		return 0;
+	return write_s > 0 ? dirty_buffers * write_s : INFINITY;
+}
+
+bool
+gr_plan_restartpoint_due(bool checkpoint_replayed, double since_restartpoint_s,
+						 double idle_s, double checkpoint_timeout_s,
+						 double wal_since_redo, double max_wal_size)
+{
+	if (!checkpoint_replayed)
+		return false;
+	if (!isfinite(idle_s) || !(since_restartpoint_s >= 0) ||
+		since_restartpoint_s + idle_s >= checkpoint_timeout_s)
+		return true;
+	return wal_since_redo >= 0.5 * max_wal_size;
+}
+
+uint64_t
+gr_plan_window_end(uint64_t start, uint64_t end, uint64_t checkpoint_end,
+				   double min_share)
+{
+	if (end <= start || checkpoint_end <= start || checkpoint_end >= end)
+		return end;
+	if ((double) (checkpoint_end - start) < min_share * (double) (end - start))
+		return end;
+	return checkpoint_end;
+}
+
+GrPace
+gr_plan_pace(int budget, int used, double oldest_age_s)
+{
+	GrPace		pace = {0};
+	double		until_free;
+
+	pace.remaining = budget > used ? budget - used : 0;
+	/* no budget, or none left: the volume keeps spinning, nothing to pace */
+	if (budget <= 0 || pace.remaining == 0 || 2 * pace.remaining > budget)
+		return pace;
+
+	pace.paced = true;
+	pace.min_interval_s = GR_PLAN_DAY_S / budget;
+	until_free = oldest_age_s >= 0 && oldest_age_s < GR_PLAN_DAY_S ?
+		GR_PLAN_DAY_S - oldest_age_s : GR_PLAN_DAY_S;
+	if (until_free / pace.remaining > pace.min_interval_s)
+		pace.min_interval_s = until_free / pace.remaining;
+	return pace;
+}
+
+bool
+gr_plan_pace_allows(const GrPace *pace, double since_sleep_s)
+{
+	if (!pace->paced || since_sleep_s < 0)
+		return true;
+	return since_sleep_s >= pace->min_interval_s;
 }

@@ -153,4 +153,98 @@ extern void gr_arrivals_note(GrArrivals *arrivals, uint64_t received, double now
  */
 extern double gr_arrivals_oldest(GrArrivals *arrivals, uint64_t applied);
 
+/*
+ * Carrying dirty buffers across batches.  FLUSH need not write back what a
+ * batch dirtied: the buffers can stay dirty in shared buffers until a later
+ * batch writes them all in one sorted burst, so the volume wakes for fewer,
+ * longer write bursts.  Carrying is safe only while nothing else writes them
+ * during SLEEP and while the RTO still holds with their write counted.
+ */
+typedef enum GrWriteBack
+{
+	GR_WB_CARRY,				/* carried to the next batch */
+	GR_WB_DISABLED,				/* greenreplica.carry_dirty_buffers = off */
+	GR_WB_BGWRITER,				/* bgwriter_lru_maxpages > 0 would trickle
+								 * them out while the volume sleeps */
+	GR_WB_RESTARTPOINT,			/* a restartpoint is due: it writes them */
+	GR_WB_DIRTY_SHARE,			/* with the next batch's blocks, the dirty
+								 * share of the pool would pass its bound */
+	GR_WB_RTO					/* writing them would take too much of the
+								 * RTO budget */
+} GrWriteBack;
+
+typedef struct GrCarryInput
+{
+	bool		enabled;		/* greenreplica.carry_dirty_buffers */
+	bool		bgwriter_writes;	/* bgwriter_lru_maxpages > 0 */
+	bool		restartpoint_due;	/* see gr_plan_restartpoint_due() */
+	double		dirty_buffers;	/* dirty now */
+	double		next_batch_blocks;	/* what the next batch may dirty */
+	double		nbuffers;		/* shared_buffers in buffers */
+	double		max_dirty_share;	/* of nbuffers */
+	double		write_s;		/* seconds to write one buffer in a sorted
+								 * burst, sync included */
+	double		budget_s;		/* rto - margin - spin-up */
+	double		max_budget_share;	/* of budget_s the carried write may take */
+} GrCarryInput;
+
+/* Whether FLUSH writes back (and why), or carries the dirty buffers. */
+extern GrWriteBack gr_plan_write_back(const GrCarryInput *in);
+
+/* Human-readable reason, for status and logs. */
+extern const char *gr_plan_write_back_message(GrWriteBack verdict);
+
+/* Seconds to write "dirty_buffers" at write_s each: what the RTO charges. */
+extern double gr_plan_carried_write_s(double dirty_buffers, double write_s);
+
+/*
+ * Whether a restartpoint must be taken at this batch end.  Only a checkpoint
+ * record replayed since the last restartpoint allows one; it is then due
+ * when the checkpointer would start a timed one before the next batch
+ * (since_restartpoint_s + idle_s >= checkpoint_timeout_s: it retries every
+ * 15 s once the timeout passed, and would write while the volume sleeps),
+ * or when the WAL kept since the last restartpoint reaches half of
+ * max_wal_size (the startup process requests one at about that point).
+ */
+extern bool gr_plan_restartpoint_due(bool checkpoint_replayed,
+									 double since_restartpoint_s, double idle_s,
+									 double checkpoint_timeout_s,
+									 double wal_since_redo, double max_wal_size);
+
+/*
+ * Where a window ends: at the end of the last checkpoint record in it
+ * ("checkpoint_end", 0 when none), so that the restartpoint falls at the
+ * batch end and WAL can be recycled, when that keeps at least min_share of
+ * the window's bytes; at "end" otherwise.
+ */
+extern uint64_t gr_plan_window_end(uint64_t start, uint64_t end,
+								   uint64_t checkpoint_end, double min_share);
+
+/*
+ * Pacing the day's start/stop budget.  The volume may spin down at most
+ * budget times in any 24 hours.  While more than half of the budget is left
+ * nothing is paced.  Below that, spin cycles are spaced at least
+ * min_interval_s apart: the sustainable pace (a day / budget), or slower,
+ * so that the cycles left last until the oldest one of the last 24 hours
+ * leaves the window and frees its slot.  Batches are then stretched toward
+ * the RTO bound: the window_size cap and the staleness bound no longer
+ * start a batch before the pace allows one, the RTO bound always does.
+ */
+typedef struct GrPace
+{
+	bool		paced;
+	int			remaining;		/* spin cycles left in the last 24 hours */
+	double		min_interval_s; /* between spin-downs while paced; 0 if not */
+} GrPace;
+
+#define GR_PLAN_DAY_S	86400.0
+
+extern GrPace gr_plan_pace(int budget, int used, double oldest_age_s);
+
+/*
+ * Whether the pace allows a batch started by the window cap or the staleness
+ * bound, since_sleep_s after the volume last went to sleep (< 0: never).
+ */
+extern bool gr_plan_pace_allows(const GrPace *pace, double since_sleep_s);
+
 #endif							/* GR_PLAN_H */

@@ -94,6 +94,14 @@ enum
 	GR_STATUS_LAST_BATCH_APPLY_S,
 	GR_STATUS_LAST_BATCH_FLUSH_S,
 	GR_STATUS_LAST_BATCH_GAP_BLOCKS,
+	GR_STATUS_CARRIED_DIRTY_BUFFERS,
+	GR_STATUS_CARRIED_WRITE_S,
+	GR_STATUS_WRITE_BACK,
+	GR_STATUS_LAST_BATCH_ENDED_AT_CHECKPOINT,
+	GR_STATUS_RESTARTPOINTS,
+	GR_STATUS_SPIN_CYCLE_BUDGET,
+	GR_STATUS_PACED,
+	GR_STATUS_PACE_INTERVAL_S,
 	GR_STATUS_NCOLS
 };
 
@@ -200,6 +208,14 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_LAST_BATCH_APPLY_S] = Float8GetDatum(s.last_batch_apply_s);
 	values[GR_STATUS_LAST_BATCH_FLUSH_S] = Float8GetDatum(s.last_batch_flush_s);
 	values[GR_STATUS_LAST_BATCH_GAP_BLOCKS] = Int64GetDatum((int64) s.last_batch_gap_blocks);
+	values[GR_STATUS_CARRIED_DIRTY_BUFFERS] = Int64GetDatum((int64) s.carried_dirty_buffers);
+	values[GR_STATUS_CARRIED_WRITE_S] = Float8GetDatum(s.carried_write_s);
+	values[GR_STATUS_WRITE_BACK] = CStringGetTextDatum(s.write_back);
+	values[GR_STATUS_LAST_BATCH_ENDED_AT_CHECKPOINT] = BoolGetDatum(s.last_batch_ended_at_checkpoint);
+	values[GR_STATUS_RESTARTPOINTS] = Int64GetDatum((int64) s.restartpoints);
+	values[GR_STATUS_SPIN_CYCLE_BUDGET] = Int32GetDatum(s.spin_cycle_budget);
+	values[GR_STATUS_PACED] = BoolGetDatum(s.paced);
+	values[GR_STATUS_PACE_INTERVAL_S] = Float8GetDatum(s.pace_interval_s);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)
@@ -224,6 +240,10 @@ greenreplica_status(PG_FUNCTION_ARGS)
 		nulls[GR_STATUS_LAST_BATCH_PREFETCH_S] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_APPLY_S] = s.batches == 0;
 		nulls[GR_STATUS_LAST_BATCH_FLUSH_S] = s.batches == 0;
+		nulls[GR_STATUS_WRITE_BACK] = s.write_back[0] == '\0';
+		nulls[GR_STATUS_LAST_BATCH_ENDED_AT_CHECKPOINT] = s.batches == 0;
+		nulls[GR_STATUS_CARRIED_WRITE_S] = !isfinite(s.carried_write_s);
+		nulls[GR_STATUS_PACE_INTERVAL_S] = !s.paced;
 
 		/* Compaction figures exist for batches run with mode = compact. */
 		nulls[GR_STATUS_LAST_BATCH_WINDOWS] = !compacted;

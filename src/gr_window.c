@@ -31,6 +31,7 @@
 #include "access/xlogreader.h"
 #include "access/xlogrecovery.h"
 #include "access/xlogutils.h"
+#include "catalog/pg_control.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "replication/walreceiver.h"
@@ -259,6 +260,7 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 	window->incomplete = false;
 	window->message[0] = '\0';
 	window->records = 0;
+	window->last_checkpoint_end = InvalidXLogRecPtr;
 	window->decoded_bytes = 0;
 	window->decode_seconds = 0;
 
@@ -337,6 +339,13 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 		}
 		window->records++;
 		last_end = reader->EndRecPtr;
+		if (XLogRecGetRmid(reader) == RM_XLOG_ID)
+		{
+			uint8		info = XLogRecGetInfo(reader) & ~XLR_INFO_MASK;
+
+			if (info == XLOG_CHECKPOINT_ONLINE || info == XLOG_CHECKPOINT_SHUTDOWN)
+				window->last_checkpoint_end = last_end;
+		}
 	}
 	window->decoded_bytes = last_end - start;
 	if (!window->split && !window->aborted && !window->incomplete && last_end > start)

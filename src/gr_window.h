@@ -28,6 +28,8 @@ typedef struct GrWindow
 	bool		aborted;		/* decode stopped by the abort check */
 	bool		incomplete;		/* decode stopped short (message says why) */
 	char		message[128];
+	XLogRecPtr	last_checkpoint_end;	/* end of the window's last checkpoint
+										 * record; invalid when none */
 	uint64		records;
 	uint64		decoded_bytes;
 	double		decode_seconds;

@@ -115,6 +115,23 @@
 /* Start/stop budget window. */
 #define GR_DAY_S				86400
 
+/*
+ * Carrying dirty buffers: the most of shared_buffers the carried buffers and
+ * the next batch's may take (APPLY must not evict dirty buffers one at a
+ * time), and the most of the RTO budget writing the carried ones may take.
+ */
+#define GR_CARRY_MAX_DIRTY_SHARE	0.5
+#define GR_CARRY_MAX_BUDGET_SHARE	0.25
+
+/* A write-back of fewer buffers says nothing about the time per buffer. */
+#define GR_WRITE_SAMPLE_MIN_BUFFERS	32
+
+/*
+ * A window ends at its last checkpoint record when that keeps at least this
+ * share of its bytes (with carrying on, mode compact).
+ */
+#define GR_CHECKPOINT_END_MIN_SHARE	0.5
+
 /* File whose presence means a promotion was requested (pg_ctl promote). */
 #define GR_PROMOTE_SIGNAL_FILE	"promote"
 
@@ -208,6 +225,20 @@ typedef struct GrScheduler
 	TimestampTz apply_phase_at; /* replay released for this window */
 	XLogRecPtr	apply_window_from;	/* replay position then */
 	double		apply_phase_s;	/* summed over the batch's windows */
+
+	/* dirty buffers carried across batches (greenreplica.carry_dirty_buffers) */
+	double		carried_dirty;	/* left dirty by the last FLUSH */
+	double		carried_write_s;	/* what writing them adds to a promotion */
+	double		write_s;		/* per buffer of a sorted write-back, sync
+								 * included; < 0 not measured */
+	XLogRecPtr	restartpoint_redo;	/* redo pointer last seen */
+	TimestampTz restartpoint_at;	/* when it moved; 0 unknown */
+	bool		ended_at_checkpoint;	/* this batch's window did */
+	TimestampTz flush_end_at;	/* when the last batch's FLUSH ended */
+	char		write_back[GR_MESSAGE_LEN];
+
+	/* pacing the start/stop budget */
+	GrPace		pace;
 
 	/* the estimate when the promotion was requested */
 	double		promote_estimate_s;
@@ -551,9 +582,54 @@ gr_wake_cost(void)
 	return cost;
 }
 
+/* When the volume was last put to sleep; 0 never. */
+static TimestampTz
+gr_last_spin_down(void)
+{
+	int			last = (sched.spin_cycle_next + lengthof(sched.spin_cycles) - 1) %
+		lengthof(sched.spin_cycles);
+
+	return sched.spin_cycles[last];
+}
+
+/* The pace of the day's start/stop budget (gr_plan_pace). */
+static void
+gr_update_pace(TimestampTz now)
+{
+	double		oldest_age = -1;
+
+	for (int i = 0; i < lengthof(sched.spin_cycles); i++)
+	{
+		double		age;
+
+		if (sched.spin_cycles[i] == 0)
+			continue;
+		age = gr_seconds_between(sched.spin_cycles[i], now);
+		if (age < GR_DAY_S && age > oldest_age)
+			oldest_age = age;
+	}
+	sched.pace = gr_plan_pace(gr_max_spin_cycles_per_day,
+							  gr_spin_cycles_last_day(now), oldest_age);
+}
+
+/*
+ * Whether the pace holds batches back: paced, and the last spin-down more
+ * recent than the pace interval.  The RTO bound still starts a batch.
+ */
+static bool
+gr_pace_holds(TimestampTz now)
+{
+	TimestampTz last = gr_last_spin_down();
+
+	return !gr_plan_pace_allows(&sched.pace,
+								last == 0 ? -1 : gr_seconds_between(last, now));
+}
+
 /*
  * Plan by time: a batch is due when the backlog's estimated apply time, plus
- * what arrives while the volume spins up, reaches rto - margin - the wake.
+ * what arrives while the volume spins up, reaches rto - margin - the wake
+ * (and the write of the dirty buffers carried, which a promotion is charged).
+ * While the pace holds batches back, window_size does not start one.
  */
 static void
 gr_replan(void)
@@ -574,10 +650,13 @@ gr_replan(void)
 	 * makes the load reach 1 starts small batches at once instead.
 	 */
 	measured = read_per_byte >= cpu_per_byte ? sched.read_measured : sched.replay_measured;
+	gr_update_pace(GetCurrentTimestamp());
 	sched.plan = gr_plan_by_time(&m, sched.backlog_reads, (double) unapplied,
 								 Max(sched.r_gen, 0), cpu_per_byte + read_per_byte,
-								 gr_rto_s - gr_rto_margin_s() - gr_wake_cost(),
+								 gr_rto_s - gr_rto_margin_s() - gr_wake_cost() -
+								 sched.carried_write_s,
 								 sched.volume.spin_up_s + 2.0 * GR_TICK_MS / 1000.0,
+								 gr_pace_holds(GetCurrentTimestamp()) ? 0 :
 								 (double) gr_window_size_mb * 1024 * 1024,
 								 measured);
 }
@@ -633,10 +712,13 @@ gr_publish(TimestampTz now)
 	}
 	else
 		estimate += sched.plan.apply_s;
+	/* the carried buffers a recovery's end may have to write */
+	estimate += sched.carried_write_s;
 
 	if (sched.phase == GR_PHASE_SLEEP && sched.plan.feasible)
 		next_batch = gr_after_seconds(now, sched.plan.until_due_s);
-	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0)
+	if (sched.phase == GR_PHASE_SLEEP && unapplied > 0 && gr_max_apply_delay_s > 0 &&
+		!gr_pace_holds(now))
 	{
 		TimestampTz by_delay = gr_after_seconds(now,
 												Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
@@ -650,7 +732,8 @@ gr_publish(TimestampTz now)
 	gr_state->r_apl = sched.r_apl;
 	gr_state->r_apl_measured = sched.r_apl_measured;
 	gr_state->unapplied_bytes = unapplied;
-	gr_state->rto_budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s;
+	gr_state->rto_budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s -
+		sched.carried_write_s;
 	gr_state->rto_estimate_s = estimate;
 	gr_state->max_unapplied_bytes = isfinite(sched.plan.max_unapplied_bytes) ?
 		(uint64) Max(0, sched.plan.max_unapplied_bytes) :
@@ -688,6 +771,12 @@ gr_publish(TimestampTz now)
 	gr_state->read_time_s = gr_read_s();
 	gr_state->read_time_measured = sched.read_measured;
 	gr_state->replay_rate = sched.model.replay_rate;
+	gr_state->carried_dirty_buffers = (uint64) Max(0, sched.carried_dirty);
+	gr_state->carried_write_s = sched.carried_write_s;
+	strlcpy(gr_state->write_back, sched.write_back, GR_MESSAGE_LEN);
+	gr_state->spin_cycle_budget = gr_max_spin_cycles_per_day;
+	gr_state->paced = sched.pace.paced;
+	gr_state->pace_interval_s = sched.pace.min_interval_s;
 	if (sched.phase == GR_PHASE_APPLY && sched.apply_to > sched.apply_window_from)
 	{
 		XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
@@ -737,7 +826,8 @@ gr_begin_promotion(TimestampTz now)
 	sched.promote_seen_at = now;
 	sched.promote_replayed = GetXLogReplayRecPtr(NULL);
 	gr_replan();
-	sched.promote_estimate_s = gr_spin_up_remaining(now) + sched.plan.apply_s;
+	sched.promote_estimate_s = gr_spin_up_remaining(now) + sched.plan.apply_s +
+		sched.carried_write_s;
 	gr_replay_freely(GR_PHASE_PROMOTING);
 	if (sched.agent_state == GR_AGENT_CONNECTED)
 	{
@@ -849,6 +939,40 @@ gr_work_must_stop(void)
 	return ShutdownRequestPending || gr_promotion_requested();
 }
 
+/* Note when the redo pointer moves: a restartpoint, ours or the checkpointer's. */
+static void
+gr_track_restartpoints(TimestampTz now)
+{
+	XLogRecPtr	redo = GetRedoRecPtr();
+
+	if (redo != sched.restartpoint_redo)
+	{
+		if (!XLogRecPtrIsInvalid(sched.restartpoint_redo))
+			sched.restartpoint_at = now;
+		sched.restartpoint_redo = redo;
+	}
+}
+
+/*
+ * Whether a restartpoint is due at a batch end reached at "upto", with a
+ * checkpoint record replayed since the last restartpoint, when the volume
+ * then sleeps idle_s (gr_plan_restartpoint_due).
+ */
+static bool
+gr_restartpoint_due(TimestampTz now, XLogRecPtr upto, double idle_s)
+{
+	XLogRecPtr	redo;
+
+	gr_track_restartpoints(now);
+	redo = GetRedoRecPtr();
+	return gr_plan_restartpoint_due(true,
+									sched.restartpoint_at == 0 ? -1 :
+									gr_seconds_between(sched.restartpoint_at, now),
+									idle_s, (double) CheckPointTimeout,
+									upto > redo ? (double) (upto - redo) : 0,
+									(double) max_wal_size_mb * 1024 * 1024);
+}
+
 /*
  * Decode the next window of the batch, from the replay position to the
  * batch end (or to a split, when its reads would not fit in memory).
@@ -871,6 +995,31 @@ gr_decode_window(void)
 					 gr_work_must_stop);
 	gr_set_step(NULL);
 	f = gr_fold_figures(&w->fold);
+	/*
+	 * With carrying, a window ends at its last checkpoint record when a
+	 * restartpoint will be due at this batch end (the next sleep taken as
+	 * long as the last one) and that keeps most of the window: the
+	 * restartpoint that writes the carried buffers back then falls at the
+	 * batch end and recycles the WAL before it.  The blocks decoded past it
+	 * serve the next batch.
+	 */
+	if (gr_carry_dirty_buffers && sched.compacting && !w->split && !w->aborted &&
+		!w->incomplete && w->last_checkpoint_end != InvalidXLogRecPtr &&
+		gr_restartpoint_due(GetCurrentTimestamp(), w->last_checkpoint_end,
+							sched.flush_end_at == 0 ? INFINITY :
+							gr_seconds_between(sched.flush_end_at, sched.batch_start)))
+	{
+		XLogRecPtr	end = gr_plan_window_end(w->start, w->apply_to,
+											 w->last_checkpoint_end,
+											 GR_CHECKPOINT_END_MIN_SHARE);
+
+		if (end < w->apply_to)
+		{
+			w->apply_to = end;
+			sched.batch_end = end;
+			sched.ended_at_checkpoint = true;
+		}
+	}
 	c->windows++;
 	c->records += w->records;
 	c->block_refs += f.block_refs;
@@ -1024,6 +1173,7 @@ gr_start_batch(TimestampTz now, bool compact)
 	sched.batch_end = sched.batch_capped ? window_cap : received;
 	sched.work_started = false;
 	sched.compacting = compact && gr_mode == GR_MODE_COMPACT;
+	sched.ended_at_checkpoint = false;
 	memset(&sched.compaction, 0, sizeof(sched.compaction));
 
 	/*
@@ -1110,7 +1260,7 @@ gr_put_volume_to_sleep(TimestampTz now)
 	idle_s = isfinite(sched.plan.until_due_s) ?
 		Min(sched.plan.until_due_s, (double) GR_DAY_S) : (double) GR_DAY_S;
 	/* WAL arriving at once is applied within the staleness bound at the latest */
-	if (gr_max_apply_delay_s > 0)
+	if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
 		idle_s = Min(idle_s, Max(0, gr_max_apply_delay_s - gr_oldest_unapplied_age(now)));
 	if (idle_s < sched.volume.break_even_s)
 	{
@@ -1125,7 +1275,7 @@ gr_put_volume_to_sleep(TimestampTz now)
 	 * only when that, with what arrives meanwhile, still fits the RTO.
 	 */
 	worst_s = sched.volume.spin_down_s + sched.volume.spin_up_s + sched.plan.apply_s +
-		sched.plan.load * sched.volume.spin_down_s;
+		sched.plan.load * sched.volume.spin_down_s + sched.carried_write_s;
 	if (worst_s > gr_rto_s - gr_rto_margin_s())
 	{
 		gr_set_note("volume kept spinning: a promotion during its spin-down would take %.1f s (spin-down %.1f s, spin-up %.1f s, apply %.1f s), more than greenreplica.rto less its margin (%.1f s)",
@@ -1228,10 +1378,98 @@ gr_learn_model(uint64 bytes)
 							 sched.replay_measured ? " (measured)" : " (assumed)")));
 }
 
+/*
+ * FLUSH's write-back decision: write the dirty buffers back now (with a
+ * restartpoint when a checkpoint record was replayed), or carry them to a
+ * later batch (only when no restartpoint is due).  Returns the
+ * buffers written; sets sched.carried_*.
+ */
+static int
+gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
+{
+	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
+	bool		checkpoint_replayed = checkpoint_end > sched.restartpoint_checkpoint;
+	GrWriteBack verdict = GR_WB_DISABLED;
+	int			written = 0;
+
+	gr_track_restartpoints(now);
+	if (gr_carry_dirty_buffers)
+	{
+		GrCarryInput in;
+		double		dirty = gr_count_dirty_buffers();
+		double		idle_s;
+		bool		restartpoint_due;
+
+		gr_replan();
+		idle_s = isfinite(sched.plan.until_due_s) ? sched.plan.until_due_s : INFINITY;
+		if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
+			idle_s = Min(idle_s, (double) gr_max_apply_delay_s);
+		/* a window ended at its checkpoint record for this restartpoint */
+		restartpoint_due = checkpoint_replayed &&
+			(sched.ended_at_checkpoint || gr_restartpoint_due(now, applied_to, idle_s));
+		in.enabled = true;
+		in.bgwriter_writes = bgwriter_lru_maxpages > 0;
+		in.restartpoint_due = restartpoint_due;
+		in.dirty_buffers = dirty;
+		/* the next batch dirties about what this one did */
+		in.next_batch_blocks = Max(0, dirty - sched.carried_dirty);
+		in.nbuffers = NBuffers;
+		in.max_dirty_share = GR_CARRY_MAX_DIRTY_SHARE;
+		in.write_s = sched.write_s > 0 ? sched.write_s : gr_initial_read_time_ms / 1000.0;
+		in.budget_s = gr_rto_s - gr_rto_margin_s() - sched.volume.spin_up_s;
+		in.max_budget_share = GR_CARRY_MAX_BUDGET_SHARE;
+		verdict = gr_plan_write_back(&in);
+		if (verdict == GR_WB_CARRY)
+		{
+			gr_set_step("sync");
+			gr_sync_data();
+			sched.carried_dirty = dirty;
+			sched.carried_write_s = gr_plan_carried_write_s(dirty, in.write_s);
+			snprintf(sched.write_back, sizeof(sched.write_back),
+					 "%.0f dirty buffers carried (%.1f s to write)",
+					 dirty, sched.carried_write_s);
+			return 0;
+		}
+	}
+
+	/*
+	 * Not carried: a restartpoint at the window's checkpoint (due or not)
+	 * also lets WAL be recycled, and costs little once everything is
+	 * written anyway.
+	 */
+	if (checkpoint_replayed)
+	{
+		gr_set_step("restartpoint");
+		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
+		sched.restartpoint_checkpoint = checkpoint_end;
+		gr_track_restartpoints(GetCurrentTimestamp());
+		SpinLockAcquire(&gr_state->mutex);
+		gr_state->restartpoints++;
+		SpinLockRelease(&gr_state->mutex);
+	}
+	gr_set_step("write-back and sync");
+	{
+		TimestampTz start = GetCurrentTimestamp();
+		double		took;
+
+		written = gr_write_back();
+		took = gr_seconds_between(start, GetCurrentTimestamp());
+		/* what a burst costs per buffer, sync included: charged to carrying */
+		if (written >= GR_WRITE_SAMPLE_MIN_BUFFERS && took > 0)
+			sched.write_s = sched.write_s > 0 ?
+				GR_R_APL_WEIGHT * (took / written) + (1 - GR_R_APL_WEIGHT) * sched.write_s :
+				took / written;
+	}
+	sched.carried_dirty = 0;
+	sched.carried_write_s = 0;
+	snprintf(sched.write_back, sizeof(sched.write_back), "written back: %s",
+			 gr_plan_write_back_message(verdict));
+	return written;
+}
+
 static void
 gr_flush_batch(TimestampTz now)
 {
-	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	XLogRecPtr	applied_to = GetXLogReplayRecPtr(NULL);
 	uint64		bytes = applied_to > sched.apply_from ? applied_to - sched.apply_from : 0;
 	uint64		records = pg_atomic_read_u64(&gr_state->records_replayed) - sched.records_at_apply;
@@ -1250,15 +1488,7 @@ gr_flush_batch(TimestampTz now)
 	gr_pause_replay();
 	pg_atomic_write_u64(&gr_state->stop_lsn, InvalidXLogRecPtr);
 
-	/* A restartpoint at the window's checkpoint also lets WAL be recycled. */
-	if (checkpoint_end > sched.restartpoint_checkpoint)
-	{
-		gr_set_step("restartpoint");
-		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
-		sched.restartpoint_checkpoint = checkpoint_end;
-	}
-	gr_set_step("write-back and sync");
-	written = gr_write_back();
+	written = gr_write_back_or_carry(flush_start, applied_to);
 
 	done = GetCurrentTimestamp();
 	seconds = gr_seconds_between(sched.apply_start, done);
@@ -1291,6 +1521,7 @@ gr_flush_batch(TimestampTz now)
 	gr_state->last_batch_records = records;
 	gr_state->last_batch_buffers_flushed = written;
 	gr_state->last_batch_compacted = sched.compacting;
+	gr_state->last_batch_ended_at_checkpoint = sched.ended_at_checkpoint;
 	if (sched.compacting)
 	{
 		GrBatchCompaction *c = &sched.compaction;
@@ -1326,9 +1557,11 @@ gr_flush_batch(TimestampTz now)
 	/* R_apl's split, one line a batch (batches are minutes apart) */
 	ereport(LOG,
 			(errmsg("greenreplica: batch applied " UINT64_FORMAT " bytes of WAL: wake %.3f s, prefetch %.3f s, apply %.3f s, flush %.3f s, %d buffers written",
-					bytes, wake_s, prefetch_s, apply_s, flush_s, written)));
+					bytes, wake_s, prefetch_s, apply_s, flush_s, written),
+			 gr_carry_dirty_buffers ? errdetail("%s.", sched.write_back) : 0));
 
 	gr_window_release(&sched.window);
+	sched.flush_end_at = GetCurrentTimestamp();
 	gr_replan();
 
 	/*
@@ -1362,6 +1595,8 @@ gr_settle_volume(TimestampTz now)
 	gr_enter(GR_PHASE_FLUSH);
 	gr_set_step("write-back and sync");
 	written = gr_write_back();
+	sched.carried_dirty = 0;
+	sched.carried_write_s = 0;
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica: %d buffers written before the first batch", written)));
 
@@ -1717,6 +1952,10 @@ gr_step(TimestampTz now)
 								gr_read_s() * 1000.0, sched.plan.load);
 				gr_start_batch(now, true);
 			}
+			else if (gr_apply_delay_reached(now) && gr_pace_holds(now))
+				gr_set_note("batch held back by the pace: %d of %d spin cycles left today, one every %.0f s at most; the RTO bound still starts a batch",
+							sched.pace.remaining, gr_max_spin_cycles_per_day,
+							sched.pace.min_interval_s);
 			else if (gr_apply_delay_reached(now))
 			{
 				gr_set_note("batch started by greenreplica.max_apply_delay: the oldest unapplied WAL is %.1f s old",
@@ -1799,6 +2038,8 @@ gr_scheduler_main(Datum main_arg)
 	sched.model.replay_rate = GR_DEFAULT_REPLAY_RATE;
 	sched.read_s_sorted = -1;
 	sched.reads_per_byte = -1;
+	sched.write_s = -1;
+	sched.restartpoint_redo = GetRedoRecPtr();
 	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	gr_remember_source_settings();
 	SpinLockAcquire(&gr_state->mutex);
@@ -1838,6 +2079,8 @@ gr_scheduler_main(Datum main_arg)
 		ereport(WARNING,
 				(errmsg("greenreplica: bgwriter_lru_maxpages is %d on a batching standby",
 						bgwriter_lru_maxpages),
+				 gr_carry_dirty_buffers ?
+				 errdetail("The background writer writes dirty buffers one by one while a batch applies, and would write carried buffers while the volume sleeps: no batch carries its dirty buffers (greenreplica.carry_dirty_buffers) until it is 0.") :
 				 errdetail("The background writer writes dirty buffers one by one while a batch applies, instead of leaving them to the batch's sorted write-back."),
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
 

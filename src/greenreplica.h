@@ -173,6 +173,18 @@ typedef struct GrSharedState
 	/* progress of the step under way, in its own unit; < 0 unknown */
 	double		step_done;
 	double		step_total;
+
+	/* dirty buffers carried across batches, and restartpoints at batch ends */
+	uint64		carried_dirty_buffers;
+	double		carried_write_s;	/* what writing them adds to a promotion */
+	char		write_back[GR_MESSAGE_LEN]; /* the last FLUSH's decision */
+	bool		last_batch_ended_at_checkpoint;
+	uint64		restartpoints;	/* requested at batch ends */
+
+	/* pacing the day's start/stop budget */
+	int			spin_cycle_budget;
+	bool		paced;
+	double		pace_interval_s;
 } GrSharedState;
 
 /* Entry point (greenreplica.c) */
@@ -191,6 +203,7 @@ extern int	gr_max_apply_delay_s;
 extern int	gr_prefetch_method;
 extern int	gr_prefetch_merge_gap;
 extern int	gr_initial_read_time_ms;
+extern bool gr_carry_dirty_buffers;
 
 extern void gr_define_gucs(void);
 extern const char *gr_mode_name(int mode);
@@ -218,5 +231,7 @@ extern void gr_register_worker(void);
 
 /* Batch flush (gr_flush.c) */
 extern int	gr_write_back(void);
+extern int	gr_count_dirty_buffers(void);
+extern void gr_sync_data(void);
 
 #endif							/* GREENREPLICA_H */

@@ -142,17 +142,6 @@ my $primary_fp = table_fingerprints($primary);
 is_deeply(table_fingerprints($standby), $primary_fp,
 	'after the final batch the standby equals the primary');
 
-sub amcheck_clean
-{
-	my ($node, $what) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', 'SELECT 1');
-	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run(
-		[ 'pg_amcheck', '--all', '--heapallindexed', '-h', $node->host, '-p', $node->port ],
-		'>', \$stdout, '2>', \$stderr);
-	ok($ok && $stdout eq '', "pg_amcheck --all --heapallindexed is clean $what")
-	  or diag("stdout: $stdout\nstderr: $stderr");
-}
 amcheck_clean($standby, 'on the standby');
 
 my $took = promote_and_time_first_write($standby);

@@ -101,20 +101,6 @@ $standby->append_conf('postgresql.conf', 'bgwriter_lru_maxpages = 100');
 $standby->start;
 ok( $standby->wait_for_log(qr/WARNING:  greenreplica: bgwriter_lru_maxpages is 100 on a batching standby/),
 	'a batching standby whose background writer trickles buffers out is warned about');
-my $primary_fp = table_fingerprints($primary);
-ok( $standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()'),
-	'the crashed standby restarts in recovery');
-$standby->promote;
-ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'the restarted standby is promoted');
-is_deeply(table_fingerprints($standby), $primary_fp,
-	'after a crash and promotion the standby equals the primary');
-
-my ($stdout, $stderr) = ('', '');
-my $ok = IPC::Run::run(
-	[ 'pg_amcheck', '--all', '--heapallindexed', '-h', $standby->host, '-p', $standby->port ],
-	'>', \$stdout, '2>', \$stderr);
-ok($ok && $stdout eq '', 'pg_amcheck --all --heapallindexed is clean after promotion')
-  or diag("stdout: $stdout\nstderr: $stderr");
+promote_crashed_and_compare($primary, $standby, 'a crash');
 
 done_testing();

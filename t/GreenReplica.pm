@@ -29,6 +29,8 @@ our @EXPORT = qw(
   pair_on_agent_volume
   check_promotion_in_phase
   init_pgbench
+  amcheck_clean
+  promote_crashed_and_compare
 );
 
 # A primary with the library preloaded and the extension created.
@@ -66,6 +68,17 @@ sub prefetch_method_conf
 	return defined $m && $m ne '' ? "greenreplica.prefetch_method = $m\n" : '';
 }
 
+# GR_TEST_CARRY_DIRTY_BUFFERS=on in the environment runs every standby with
+# dirty buffers carried across batches (issue 14), so that the promotion and
+# compaction tests cover that write-back path too.
+sub carry_dirty_conf
+{
+	my $c = $ENV{GR_TEST_CARRY_DIRTY_BUFFERS};
+	return defined $c && $c eq 'on'
+	  ? "greenreplica.carry_dirty_buffers = on\nbgwriter_lru_maxpages = 0\n"
+	  : '';
+}
+
 # What every test standby gets: the tests poll the standby while it applies
 # a batch, and a batch replays WAL received long ago, which PostgreSQL counts
 # as past max_standby_streaming_delay at once: a conflicting cleanup record
@@ -73,7 +86,7 @@ sub prefetch_method_conf
 # millisecond queries instead.
 sub standby_test_conf
 {
-	return "max_standby_streaming_delay = -1\n" . prefetch_method_conf();
+	return "max_standby_streaming_delay = -1\n" . prefetch_method_conf() . carry_dirty_conf();
 }
 
 # A streaming standby of $primary, from a fresh base backup, with extra
@@ -117,6 +130,37 @@ sub table_fingerprints
 		}
 	}
 	return \%fp;
+}
+
+# pg_amcheck --all --heapallindexed on $node must find nothing ($what ends
+# the test name).
+sub amcheck_clean
+{
+	my ($node, $what) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run(
+		[ 'pg_amcheck', '--all', '--heapallindexed', '-h', $node->host, '-p', $node->port ],
+		'>', \$stdout, '2>', \$stderr);
+	ok($ok && $stdout eq '', "pg_amcheck --all --heapallindexed is clean $what")
+	  or diag("stdout: $stdout\nstderr: $stderr");
+	return;
+}
+
+# A standby crashed and started again: once back in recovery it is promoted,
+# must equal $primary and pass pg_amcheck ($what names the crash).
+sub promote_crashed_and_compare
+{
+	my ($primary, $standby, $what) = @_;
+	my $primary_fp = table_fingerprints($primary);
+	ok( $standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()'),
+		'the crashed standby restarts in recovery');
+	$standby->promote;
+	ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'the restarted standby is promoted');
+	is_deeply(table_fingerprints($standby), $primary_fp,
+		"after $what and promotion the standby equals the primary");
+	amcheck_clean($standby, 'after promotion');
+	return;
 }
 
 # Make the standby replay everything the primary has written so far,

@@ -201,5 +201,108 @@ main(void)
 	expect(gr_plan_read_sample(1, 100, 32e6, 16e6, 32) > 0,
 		   "a read is never free even when the CPU rate explains it all");
 
+	/* Carrying dirty buffers across batches. */
+	{
+		GrCarryInput in = {
+			.enabled = true,.bgwriter_writes = false,.restartpoint_due = false,
+			.dirty_buffers = 1000,.next_batch_blocks = 2000,.nbuffers = 16384,
+			.max_dirty_share = 0.5,.write_s = 0.001,.budget_s = 80,
+			.max_budget_share = 0.25
+		};
+		GrCarryInput c;
+
+		expect(gr_plan_write_back(&in) == GR_WB_CARRY,
+			   "3000 of 16384 buffers, 1 s of writes in an 80 s budget: carried");
+		c = in;
+		c.enabled = false;
+		expect(gr_plan_write_back(&c) == GR_WB_DISABLED, "off: written back");
+		c = in;
+		c.bgwriter_writes = true;
+		expect(gr_plan_write_back(&c) == GR_WB_BGWRITER,
+			   "a background writer that writes: never carried");
+		c = in;
+		c.restartpoint_due = true;
+		expect(gr_plan_write_back(&c) == GR_WB_RESTARTPOINT,
+			   "a restartpoint due writes them anyway");
+		c = in;
+		c.next_batch_blocks = 7193;
+		expect(gr_plan_write_back(&c) == GR_WB_DIRTY_SHARE,
+			   "dirty + next batch over half the pool: written back");
+		c.next_batch_blocks = 7192;
+		expect(gr_plan_write_back(&c) == GR_WB_CARRY, "exactly half the pool: carried");
+		c = in;
+		c.nbuffers = 0;
+		expect(gr_plan_write_back(&c) == GR_WB_DIRTY_SHARE, "no pool size: written back");
+		c = in;
+		c.write_s = 0.021;
+		expect(gr_plan_write_back(&c) == GR_WB_RTO,
+			   "21 s of writes over a quarter of an 80 s budget: written back");
+		c.write_s = 0;
+		expect(gr_plan_write_back(&c) == GR_WB_RTO, "unknown write time: written back");
+		c = in;
+		c.budget_s = 0;
+		expect(gr_plan_write_back(&c) == GR_WB_RTO, "no budget: written back");
+		expect(gr_plan_carried_write_s(0, 0) == 0, "nothing carried costs nothing");
+		expect(near(gr_plan_carried_write_s(1000, 0.002), 2, 1e-12), "1000 x 2 ms = 2 s");
+		expect(isinf(gr_plan_carried_write_s(1, 0)), "unknown write time is infinite");
+		for (int v = GR_WB_CARRY; v <= GR_WB_RTO; v++)
+			expect(gr_plan_write_back_message((GrWriteBack) v)[0] != 'u', "every verdict has a message");
+	}
+
+	/* Restartpoints at batch ends. */
+	expect(!gr_plan_restartpoint_due(false, 1e6, 1e6, 300, 1e12, 1e9),
+		   "no checkpoint record replayed: never due");
+	expect(gr_plan_restartpoint_due(true, 200, 100, 300, 0, 1e9),
+		   "the checkpointer's timed one would fall in the sleep: due");
+	expect(!gr_plan_restartpoint_due(true, 200, 99, 300, 0, 1e9),
+		   "the next batch comes before the timeout: not due");
+	expect(gr_plan_restartpoint_due(true, 0, INFINITY, 86400, 0, 1e9),
+		   "an unbounded sleep: due");
+	expect(gr_plan_restartpoint_due(true, -1, 10, 86400, 0, 1e9),
+		   "last restartpoint unknown: due");
+	expect(gr_plan_restartpoint_due(true, 0, 10, 86400, 5e8, 1e9),
+		   "half of max_wal_size kept: due");
+	expect(!gr_plan_restartpoint_due(true, 0, 10, 86400, 4.9e8, 1e9),
+		   "less than half of max_wal_size: not due");
+
+	/* Windows end on checkpoint records. */
+	expect(gr_plan_window_end(1000, 2000, 1800, 0.5) == 1800,
+		   "a checkpoint record at 80 % of the window ends it");
+	expect(gr_plan_window_end(1000, 2000, 1500, 0.5) == 1500, "at exactly half: ends it");
+	expect(gr_plan_window_end(1000, 2000, 1499, 0.5) == 2000,
+		   "before half: the window keeps its end");
+	expect(gr_plan_window_end(1000, 2000, 0, 0.5) == 2000, "no checkpoint record");
+	expect(gr_plan_window_end(1000, 2000, 900, 0.5) == 2000, "a checkpoint before the window");
+	expect(gr_plan_window_end(1000, 2000, 2000, 0.5) == 2000, "one at the end is the end");
+	expect(gr_plan_window_end(1000, 2000, 2500, 0.5) == 2000, "one past the end is ignored");
+	expect(gr_plan_window_end(1000, 1000, 1000, 0.5) == 1000, "an empty window");
+
+	/* Pacing the start/stop budget. */
+	{
+		GrPace		pace;
+
+		pace = gr_plan_pace(24, 11, 3600);
+		expect(!pace.paced && pace.remaining == 13, "13 of 24 left: not paced");
+		expect(gr_plan_pace_allows(&pace, 0), "unpaced: a batch may start at once");
+		pace = gr_plan_pace(24, 12, 80000);
+		expect(pace.paced && pace.remaining == 12, "12 of 24 left: paced");
+		expect(near(pace.min_interval_s, 3600, 1e-12),
+			   "a slot frees soon: the sustainable pace, a day / 24");
+		pace = gr_plan_pace(24, 20, 3600);
+		expect(near(pace.min_interval_s, (86400.0 - 3600) / 4, 1e-12),
+			   "4 left, the oldest frees in 23 h: one every 5.75 h");
+		expect(!gr_plan_pace_allows(&pace, 20000), "paced: not before the interval");
+		expect(gr_plan_pace_allows(&pace, 20700), "paced: at the interval");
+		expect(gr_plan_pace_allows(&pace, -1), "never slept: allowed");
+		pace = gr_plan_pace(24, 24, 3600);
+		expect(!pace.paced && pace.remaining == 0,
+			   "none left: the volume keeps spinning, nothing to pace");
+		pace = gr_plan_pace(0, 0, -1);
+		expect(!pace.paced, "no budget: nothing to pace");
+		pace = gr_plan_pace(2, 1, -1);
+		expect(pace.paced && near(pace.min_interval_s, 86400, 1e-12),
+			   "1 of 2 left, oldest unknown: a day");
+	}
+
 	return unit_report();
 }
