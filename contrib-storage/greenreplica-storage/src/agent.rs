@@ -115,6 +115,9 @@ impl Agent {
         let owner = creator.unwrap_or(export.uid);
         let clock: Arc<dyn Clock> = self.clock.clone();
         let volume = assemble(&spec, clock, self.state_dir(), &self.runner)?;
+        volume
+            .start_engine()
+            .context("cannot start the volume's engine thread")?;
         let managed = Arc::new(ManagedVolume {
             spec,
             volume: volume.clone(),
@@ -188,6 +191,7 @@ impl Agent {
                 tracing::warn!(volume = %name, error = %e, "cannot mark the volume clean");
             }
         }
+        managed.volume.stop_engine();
         self.save_ledger(&managed.volume);
         tracing::info!(volume = %name, "volume stopped");
         unexported.with_context(|| format!("volume {name}: unexport"))?;

@@ -4,6 +4,7 @@
 //! member storage differ.
 
 mod bitmap;
+mod engine;
 mod identity;
 mod io;
 mod membership;
@@ -14,7 +15,7 @@ mod runner;
 mod status;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -33,9 +34,10 @@ use crate::trace::TraceRecorder;
 pub use bitmap::{
     file_bytes as bitmap_file_bytes, region_bytes as bitmap_region_bytes, Recovered, WriteIntent,
 };
+pub use engine::Engine;
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
-pub use runner::{Finished, Request, Runner};
+pub use runner::{Finished, QueueDepths, Request, Runner};
 pub use status::{MemberStatus, VolumeStatus};
 
 /// Read errors a member may have (each corrected from its mirror) before it is failed
@@ -153,6 +155,9 @@ pub struct Volume {
     /// The header template written to members (None in virtual time).
     identity: Mutex<Option<Superblock>>,
     latency: Histogram,
+    /// The event core serving requests in real time (the daemon); without it, a request's
+    /// timing is modelled in the caller's thread.
+    engine: OnceLock<Engine>,
 }
 
 impl Volume {
@@ -179,6 +184,7 @@ impl Volume {
             recorder,
             identity: Mutex::new(identity),
             latency: Histogram::default(),
+            engine: OnceLock::new(),
         }
     }
 

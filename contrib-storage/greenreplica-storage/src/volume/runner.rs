@@ -10,6 +10,9 @@
 //! each request completes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use super::io::Caller;
 use super::{Volume, VolumeError};
@@ -44,9 +47,29 @@ pub struct Finished {
     pub read: Option<Vec<u8>>,
 }
 
+/// What arrives at the core: a request whose bytes move on arrival (replay), or the member
+/// I/O of a plan whose bytes the caller moves itself (the daemon's data path, which keeps
+/// its range locks, write intent and read-error correction in the caller's thread).
+#[derive(Debug)]
+pub(super) enum Job {
+    Request(u64, Request),
+    Planned(Planned),
+}
+
+#[derive(Debug)]
+pub(super) struct Planned {
+    pub index: u64,
+    pub kind: IoKind,
+    pub reads: Vec<MemberIo>,
+    pub writes: Vec<MemberIo>,
+    pub class: Class,
+    /// Told when the last member command finished (dropped unanswered if the core stops).
+    pub reply: Option<Sender<Finished>>,
+}
+
 #[derive(Debug)]
 enum Event {
-    Arrival(u64, Request),
+    Arrival(Job),
     Drive(usize),
     Tick,
 }
@@ -56,16 +79,41 @@ struct Pending {
     index: u64,
     kind: IoKind,
     arrival: Seconds,
+    class: Class,
     /// The write phase, queued once every read has completed.
     writes: Vec<MemberIo>,
     outstanding: usize,
     member_done: Vec<(usize, Seconds)>,
     read: Option<Vec<u8>>,
+    reply: Option<Sender<Finished>>,
 }
 
-/// Runs requests through a volume on the event core.
-pub struct Runner<'v> {
-    volume: &'v Volume,
+/// The deepest drive queue each member has had (commands queued or in service).
+#[derive(Debug, Default)]
+pub struct QueueDepths(Vec<AtomicUsize>);
+
+impl QueueDepths {
+    fn new(members: usize) -> Self {
+        Self((0..members).map(|_| AtomicUsize::new(0)).collect())
+    }
+
+    fn observe(&self, member: usize, depth: usize) {
+        if let Some(d) = self.0.get(member) {
+            d.fetch_max(depth, Ordering::Relaxed);
+        }
+    }
+
+    pub fn max(&self, member: usize) -> usize {
+        self.0.get(member).map_or(0, |d| d.load(Ordering::Relaxed))
+    }
+}
+
+/// The event core: pending events, requests in flight and the drives' wake-ups. It is
+/// driven by `Runner` (replay: arrivals from an iterator, the clock jumps or sleeps to each
+/// event) and by `Engine` (the daemon: arrivals from a channel, real time); both call the
+/// same `accept` and `step`.
+#[derive(Debug)]
+pub(super) struct Core {
     queue: EventQueue<Event>,
     pending: Vec<Option<Pending>>,
     free: Vec<usize>,
@@ -74,18 +122,30 @@ pub struct Runner<'v> {
     /// The wake-up queued for each drive.
     armed: Vec<Option<Seconds>>,
     tick_s: Option<f64>,
-    /// Whether request bytes move (the members store bytes).
+    /// Whether request bytes move on arrival (the members store bytes).
     with_data: bool,
+    /// The time of the last event handled.
+    now: Seconds,
+    depths: Arc<QueueDepths>,
 }
 
-impl<'v> Runner<'v> {
-    pub fn new(volume: &'v Volume) -> Self {
+/// What one step handled.
+pub(super) struct Step {
+    /// Requests finished (those without a reply channel; the others were told).
+    pub finished: Vec<Finished>,
+    /// Whether the event was an arrival (a replay then feeds the next one).
+    pub arrival: bool,
+    /// The time a drive was played to (its own work, write-back, belongs to the run).
+    pub played_to: Option<Seconds>,
+}
+
+impl Core {
+    pub(super) fn new(volume: &Volume, now: Seconds) -> Self {
         let with_data = volume
             .slots
             .iter()
             .any(|s| crate::sync::read(&s.store).is_some());
         Self {
-            volume,
             queue: EventQueue::default(),
             pending: Vec::new(),
             free: Vec::new(),
@@ -93,13 +153,277 @@ impl<'v> Runner<'v> {
             armed: vec![None; volume.slots.len()],
             tick_s: None,
             with_data,
+            now,
+            depths: Arc::new(QueueDepths::new(volume.slots.len())),
+        }
+    }
+
+    pub(super) fn depths(&self) -> Arc<QueueDepths> {
+        self.depths.clone()
+    }
+
+    /// Run `Volume::tick` every `seconds` while requests are outstanding (replay) or always
+    /// (`keep_ticking`, the daemon).
+    pub(super) fn set_ticks(&mut self, seconds: Option<f64>) {
+        self.tick_s = seconds.filter(|s| s.is_finite() && *s > 0.0);
+        if let Some(s) = self.tick_s {
+            self.queue.push(self.now + s, Event::Tick);
+        }
+    }
+
+    /// The time of the next event.
+    pub(super) fn next_due(&self) -> Option<Seconds> {
+        self.queue.next_time()
+    }
+
+    pub(super) fn busy(&self) -> bool {
+        self.pending.iter().any(Option::is_some)
+    }
+
+    /// A job arrives at `at` (never before the last event handled: time only moves forward).
+    pub(super) fn accept(&mut self, at: Seconds, job: Job) {
+        self.queue.push(at.max(self.now), Event::Arrival(job));
+    }
+
+    /// Handle the earliest event; the caller has brought its clock to the event's time.
+    /// `more` says whether more arrivals may come (ticks stop once nothing is left).
+    pub(super) fn step(&mut self, volume: &Volume, more: bool) -> Result<Step, VolumeError> {
+        let mut step = Step {
+            finished: Vec::new(),
+            arrival: false,
+            played_to: None,
+        };
+        let Some((t, event)) = self.queue.pop() else {
+            return Ok(step);
+        };
+        self.now = self.now.max(t);
+        match event {
+            Event::Arrival(Job::Request(i, request)) => {
+                step.arrival = true;
+                let what = format!(
+                    "request {} (offset {}, size {})",
+                    i + 1,
+                    request.offset,
+                    request.len
+                );
+                let started = self
+                    .arrive(volume, t, i, request)
+                    .map_err(|e| VolumeError::Io {
+                        volume: volume.name.clone(),
+                        problem: format!("{what}: {e}"),
+                    })?;
+                step.finished.extend(started);
+            }
+            Event::Arrival(Job::Planned(p)) => {
+                step.arrival = true;
+                let pending = Pending {
+                    index: p.index,
+                    kind: p.kind,
+                    arrival: t,
+                    class: p.class,
+                    writes: p.writes,
+                    outstanding: 0,
+                    member_done: Vec::new(),
+                    read: None,
+                    reply: p.reply,
+                };
+                step.finished
+                    .extend(self.start_phase(volume, t, pending, &p.reads, Op::Read));
+            }
+            Event::Drive(m) => {
+                if self.armed[m] != Some(t) {
+                    return Ok(step); // superseded by an earlier wake-up
+                }
+                self.armed[m] = None;
+                step.played_to = Some(t);
+                let completions = {
+                    let mut drive = lock(&volume.slots[m].drive);
+                    drive.advance_to(t);
+                    drive.poll(t)
+                };
+                for c in completions {
+                    step.finished.extend(self.complete(volume, m, &c));
+                }
+                self.arm(volume, m);
+            }
+            Event::Tick => {
+                volume.tick();
+                if let (Some(s), true) = (self.tick_s, more || self.busy()) {
+                    self.queue.push(t + s, Event::Tick);
+                }
+            }
+        }
+        Ok(step)
+    }
+
+    /// A request arrives at `t`: plan it, move its bytes, queue its first phase. Returns it
+    /// when it needs no member I/O.
+    fn arrive(
+        &mut self,
+        v: &Volume,
+        t: Seconds,
+        index: u64,
+        request: Request,
+    ) -> Result<Option<Finished>, VolumeError> {
+        v.check_range(request.offset, request.len)?;
+        let plan = v
+            .layout
+            .plan(request.kind, request.offset, request.len, &v.views(t))?;
+        let read = if self.with_data {
+            move_data(v, &plan, &request, t)?
+        } else {
+            None
+        };
+        let pending = Pending {
+            index,
+            kind: request.kind,
+            arrival: t,
+            class: Class::Foreground,
+            writes: plan.writes,
+            outstanding: 0,
+            member_done: Vec::new(),
+            read,
+            reply: None,
+        };
+        Ok(self.start_phase(v, t, pending, &plan.reads, Op::Read))
+    }
+
+    /// Queue `ios` on their drives; the request waits for all of them. A phase without I/O
+    /// goes on to the next (the writes) or finishes the request.
+    fn start_phase(
+        &mut self,
+        v: &Volume,
+        t: Seconds,
+        mut pending: Pending,
+        ios: &[MemberIo],
+        op: Op,
+    ) -> Option<Finished> {
+        if ios.is_empty() {
+            if matches!(op, Op::Read) {
+                let writes = std::mem::take(&mut pending.writes);
+                return self.start_phase(v, t, pending, &writes, Op::Write { fua: false });
+            }
+            let finished = Finished {
+                index: pending.index,
+                kind: pending.kind,
+                arrival: pending.arrival,
+                done: t,
+                member_done: pending.member_done,
+                read: pending.read,
+            };
+            return match pending.reply {
+                Some(reply) => {
+                    let _ = reply.send(finished);
+                    None
+                }
+                None => Some(finished),
+            };
+        }
+        pending.outstanding = ios.len();
+        let class = pending.class;
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push(None);
+                self.pending.len() - 1
+            }
+        };
+        self.pending[slot] = Some(pending);
+        for io in ios {
+            let (id, depth) = {
+                let mut drive = lock(&v.slots[io.member].drive);
+                let id = drive.enqueue(t, op, io.member_offset, io.len, class, None);
+                (id, drive.queued())
+            };
+            self.depths.observe(io.member, depth);
+            self.commands.insert((io.member, id), slot);
+            self.arm(v, io.member);
+        }
+        None
+    }
+
+    /// A member command finished: the request moves on, or is finished.
+    fn complete(&mut self, v: &Volume, member: usize, c: &Completion) -> Option<Finished> {
+        let slot = self.commands.remove(&(member, c.id))?;
+        let pending = self.pending.get_mut(slot)?.as_mut()?;
+        pending.member_done.push((member, c.done));
+        pending.outstanding -= 1;
+        if pending.outstanding > 0 {
+            return None;
+        }
+        let mut pending = self.pending[slot].take()?;
+        self.free.push(slot);
+        let writes = std::mem::take(&mut pending.writes);
+        self.start_phase(v, c.done, pending, &writes, Op::Write { fua: false })
+    }
+
+    /// Make sure the drive's next event is queued.
+    fn arm(&mut self, v: &Volume, member: usize) {
+        let next = lock(&v.slots[member].drive).next_event();
+        if let Some(at) = next {
+            if self.armed[member].is_none_or(|armed| at < armed) {
+                self.armed[member] = Some(at);
+                self.queue.push(at, Event::Drive(member));
+            }
+        }
+    }
+}
+
+/// The request's bytes, in arrival order: what a read returns, or the write applied.
+fn move_data(
+    v: &Volume,
+    plan: &Plan,
+    request: &Request,
+    t: Seconds,
+) -> Result<Option<Vec<u8>>, VolumeError> {
+    match (request.kind, &request.data) {
+        (IoKind::Read, _) => {
+            let mut buf = vec![0u8; request.len as usize];
+            v.run(plan, Caller::Read(&mut buf), true, t)?;
+            Ok(Some(buf))
+        }
+        (IoKind::Write, Some(data)) => {
+            let failed = v.run(plan, Caller::Write(data), true, t)?;
+            if failed && !v.layout.survives(&v.in_sync()) {
+                return Err(v.plan_error(format!(
+                    "write of {} bytes at {} reached no valid copy",
+                    data.len(),
+                    request.offset
+                )));
+            }
+            v.layout.complete(plan);
+            Ok(None)
+        }
+        (IoKind::Write, None) => {
+            Err(v.plan_error("a write without data to a volume that stores bytes"))
+        }
+    }
+}
+
+/// Runs requests through a volume on the event core, under the volume's clock (a replay in
+/// virtual time; real time sleeps until each event).
+pub struct Runner<'v> {
+    volume: &'v Volume,
+    core: Core,
+}
+
+impl<'v> Runner<'v> {
+    pub fn new(volume: &'v Volume) -> Self {
+        Self {
+            volume,
+            core: Core::new(volume, volume.clock.now()),
         }
     }
 
     /// Run `Volume::tick` (power transitions, background integrity work) every `seconds`.
     pub fn with_ticks(mut self, seconds: f64) -> Self {
-        self.tick_s = Some(seconds).filter(|s| s.is_finite() && *s > 0.0);
+        self.core.set_ticks(Some(seconds));
         self
+    }
+
+    /// The deepest queue each drive had.
+    pub fn queue_depths(&self) -> Arc<QueueDepths> {
+        self.core.depths()
     }
 
     /// Serve `arrivals` ((time, request), in arrival order; a time earlier than the previous
@@ -113,213 +437,33 @@ impl<'v> Runner<'v> {
         let clock = self.volume.clock.clone();
         let mut arrivals = arrivals.into_iter();
         let mut index = 0u64;
-        let mut last_arrival = clock.now();
         let mut end = clock.now();
-        let mut more = true;
-        let mut next_arrival =
-            |queue: &mut EventQueue<Event>, last: &mut Seconds| match arrivals.next() {
+        // One arrival is queued at a time: the next when the previous one is handled.
+        let mut feed = |core: &mut Core| -> Result<bool, E> {
+            match arrivals.next() {
                 Some(Ok((at, request))) => {
-                    *last = at.max(*last);
-                    queue.push(*last, Event::Arrival(index, request));
+                    core.accept(at, Job::Request(index, request));
                     index += 1;
                     Ok(true)
                 }
                 Some(Err(e)) => Err(e),
                 None => Ok(false),
-            };
-        more &= next_arrival(&mut self.queue, &mut last_arrival)?;
-        if let Some(s) = self.tick_s {
-            self.queue.push(clock.now() + s, Event::Tick);
-        }
-        while let Some((t, event)) = self.queue.pop() {
+            }
+        };
+        let mut more = feed(&mut self.core)?;
+        while let Some(t) = self.core.next_due() {
             clock.wait_until(t);
-            match event {
-                Event::Arrival(i, request) => {
-                    let what = format!(
-                        "request {} (offset {}, size {})",
-                        i + 1,
-                        request.offset,
-                        request.len
-                    );
-                    let started = self.arrive(t, i, request).map_err(|e| {
-                        E::from(VolumeError::Io {
-                            volume: self.volume.name.clone(),
-                            problem: format!("{what}: {e}"),
-                        })
-                    })?;
-                    if let Some(done) = started {
-                        end = end.max(done.done);
-                        finished(done);
-                    }
-                    if more {
-                        more = next_arrival(&mut self.queue, &mut last_arrival)?;
-                    }
-                }
-                Event::Drive(m) => {
-                    if self.armed[m] != Some(t) {
-                        continue; // superseded by an earlier wake-up
-                    }
-                    self.armed[m] = None;
-                    // The drive's own work (write-back of its cache) belongs to the run:
-                    // its ledger has been played up to here.
-                    end = end.max(t);
-                    let completions = {
-                        let mut drive = lock(&self.volume.slots[m].drive);
-                        drive.advance_to(t);
-                        drive.poll(t)
-                    };
-                    for c in completions {
-                        if let Some(done) = self.complete(m, &c) {
-                            end = end.max(done.done);
-                            finished(done);
-                        }
-                    }
-                    self.arm(m);
-                }
-                Event::Tick => {
-                    self.volume.tick();
-                    let busy = more || self.pending.iter().any(Option::is_some);
-                    if let (Some(s), true) = (self.tick_s, busy) {
-                        self.queue.push(t + s, Event::Tick);
-                    }
-                }
+            let step = self.core.step(self.volume, more)?;
+            end = step.played_to.map_or(end, |t| end.max(t));
+            for f in step.finished {
+                end = end.max(f.done);
+                finished(f);
+            }
+            if step.arrival && more {
+                more = feed(&mut self.core)?;
             }
         }
         Ok(end)
-    }
-
-    /// A request arrives at `t`: plan it, move its bytes, queue its first phase. Returns it
-    /// when it needs no member I/O.
-    fn arrive(
-        &mut self,
-        t: Seconds,
-        index: u64,
-        request: Request,
-    ) -> Result<Option<Finished>, VolumeError> {
-        let v = self.volume;
-        v.check_range(request.offset, request.len)?;
-        let plan = v
-            .layout
-            .plan(request.kind, request.offset, request.len, &v.views(t))?;
-        let read = if self.with_data {
-            self.move_data(&plan, &request, t)?
-        } else {
-            None
-        };
-        let mut pending = Pending {
-            index,
-            kind: request.kind,
-            arrival: t,
-            writes: plan.writes,
-            outstanding: 0,
-            member_done: Vec::new(),
-            read,
-        };
-        if plan.reads.is_empty() {
-            let writes = std::mem::take(&mut pending.writes);
-            return Ok(self.start_phase(t, pending, &writes, Op::Write { fua: false }));
-        }
-        Ok(self.start_phase(t, pending, &plan.reads, Op::Read))
-    }
-
-    /// The request's bytes, in arrival order: what a read returns, or the write applied.
-    fn move_data(
-        &self,
-        plan: &Plan,
-        request: &Request,
-        t: Seconds,
-    ) -> Result<Option<Vec<u8>>, VolumeError> {
-        let v = self.volume;
-        match (request.kind, &request.data) {
-            (IoKind::Read, _) => {
-                let mut buf = vec![0u8; request.len as usize];
-                v.run(plan, Caller::Read(&mut buf), true, t)?;
-                Ok(Some(buf))
-            }
-            (IoKind::Write, Some(data)) => {
-                let failed = v.run(plan, Caller::Write(data), true, t)?;
-                if failed && !v.layout.survives(&v.in_sync()) {
-                    return Err(v.plan_error(format!(
-                        "write of {} bytes at {} reached no valid copy",
-                        data.len(),
-                        request.offset
-                    )));
-                }
-                v.layout.complete(plan);
-                Ok(None)
-            }
-            (IoKind::Write, None) => {
-                Err(v.plan_error("a write without data to a volume that stores bytes"))
-            }
-        }
-    }
-
-    /// Queue `ios` on their drives; the request waits for all of them.
-    fn start_phase(
-        &mut self,
-        t: Seconds,
-        mut pending: Pending,
-        ios: &[MemberIo],
-        op: Op,
-    ) -> Option<Finished> {
-        if ios.is_empty() {
-            return Some(Finished {
-                index: pending.index,
-                kind: pending.kind,
-                arrival: pending.arrival,
-                done: t,
-                member_done: pending.member_done,
-                read: pending.read,
-            });
-        }
-        pending.outstanding = ios.len();
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.pending.push(None);
-                self.pending.len() - 1
-            }
-        };
-        self.pending[slot] = Some(pending);
-        for io in ios {
-            let id = lock(&self.volume.slots[io.member].drive).enqueue(
-                t,
-                op,
-                io.member_offset,
-                io.len,
-                Class::Foreground,
-                None,
-            );
-            self.commands.insert((io.member, id), slot);
-            self.arm(io.member);
-        }
-        None
-    }
-
-    /// A member command finished: the request moves on, or is finished.
-    fn complete(&mut self, member: usize, c: &Completion) -> Option<Finished> {
-        let slot = self.commands.remove(&(member, c.id))?;
-        let pending = self.pending.get_mut(slot)?.as_mut()?;
-        pending.member_done.push((member, c.done));
-        pending.outstanding -= 1;
-        if pending.outstanding > 0 {
-            return None;
-        }
-        let mut pending = self.pending[slot].take()?;
-        self.free.push(slot);
-        let writes = std::mem::take(&mut pending.writes);
-        self.start_phase(c.done, pending, &writes, Op::Write { fua: false })
-    }
-
-    /// Make sure the drive's next event is queued.
-    fn arm(&mut self, member: usize) {
-        let next = lock(&self.volume.slots[member].drive).next_event();
-        if let Some(at) = next {
-            if self.armed[member].is_none_or(|armed| at < armed) {
-                self.armed[member] = Some(at);
-                self.queue.push(at, Event::Drive(member));
-            }
-        }
     }
 }
 
