@@ -663,4 +663,210 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(sorted, fcfs, "every request finished once");
     }
+
+    /// A memory member that says it emulates a drive, so callers wait out the model.
+    #[derive(Debug)]
+    struct Timed(Arc<MemMember>);
+
+    impl crate::member::Member for Timed {
+        fn kind(&self) -> crate::member::MemberKind {
+            crate::member::MemberKind::EmulatedHdd
+        }
+        fn describe(&self) -> String {
+            "timed memory".into()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+            self.0.write_at(data, offset)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+
+    /// A 3-member RAID5 on 7200 rpm drive models (milliseconds per command) with timed
+    /// memory members, served by its engine thread in real time.
+    fn engine_volume(depth: usize, scheduler: crate::profile::SchedulerKind) -> Arc<Volume> {
+        use crate::member::Member;
+        let stores: Vec<Arc<dyn Member>> = (0..3)
+            .map(|_| {
+                Arc::new(Timed(MemMember::new(crate::volume::tests::MEMBER))) as Arc<dyn Member>
+            })
+            .collect();
+        let v = crate::volume::tests::build_with_profile(
+            LayoutKind::RAID5,
+            stores,
+            Arc::new(RealClock::new()),
+            CHUNK,
+            "deskstar-t7k250",
+        );
+        for m in 0..3 {
+            lock(&v.slots[m].drive).set_queueing(depth, scheduler);
+        }
+        let v = Arc::new(v);
+        v.start_engine().unwrap();
+        v
+    }
+
+    #[test]
+    fn concurrent_requests_of_fuse_threads_queue_on_the_drive_together() {
+        use crate::profile::SchedulerKind;
+        let v = engine_volume(16, SchedulerKind::Sptf);
+        // 8 threads, each reading 4 scattered chunks that all live on member 0.
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let v = &v;
+                s.spawn(move || {
+                    for k in 0..4u64 {
+                        let stripe = ((t * 4 + k) * 37 % 21) * 3;
+                        let mut buf = vec![0u8; 4096];
+                        v.read(stripe * 2 * CHUNK, &mut buf).unwrap();
+                    }
+                });
+            }
+        });
+        let depths = v.engine().unwrap().queue_depths();
+        assert!(
+            depths.max(0) > 1,
+            "member 0's drive never had more than one command queued ({})",
+            depths.max(0)
+        );
+        v.stop_engine();
+    }
+
+    /// The order in which the engine finishes a burst of plans submitted together (as FUSE
+    /// threads would), all to member 0.
+    fn engine_burst_order(depth: usize, scheduler: crate::profile::SchedulerKind) -> Vec<u64> {
+        let v = engine_volume(depth, scheduler);
+        let engine = v.engine().unwrap();
+        let now = v.clock.now();
+        let replies: Vec<_> = (0..21u64)
+            .map(|i| {
+                let stripe = (i * 37 % 21) * 3;
+                let plan = v
+                    .layout
+                    .plan(IoKind::Read, stripe * 2 * CHUNK, 4096, &v.views(now))
+                    .unwrap();
+                assert!(plan.reads.iter().all(|io| io.member == 0));
+                engine.submit(now, IoKind::Read, &plan, Class::Foreground)
+            })
+            .collect();
+        let mut finished: Vec<Finished> = replies.iter().map(|r| r.recv().unwrap()).collect();
+        v.stop_engine();
+        finished.sort_by(|a, b| a.done.total_cmp(&b.done));
+        finished.iter().map(|f| f.index).collect()
+    }
+
+    #[test]
+    fn the_engine_queues_a_burst_on_the_drive_and_sptf_reorders_it() {
+        use crate::profile::SchedulerKind;
+        let fcfs = engine_burst_order(1, SchedulerKind::Fcfs);
+        assert_eq!(
+            fcfs,
+            (0..21).collect::<Vec<_>>(),
+            "depth 1, FCFS: arrival order"
+        );
+        let sptf = engine_burst_order(16, SchedulerKind::Sptf);
+        assert_ne!(sptf, fcfs, "depth 16, SPTF: the drive picks from its queue");
+        let mut sorted = sptf.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, fcfs, "every request finished once");
+    }
+
+    /// One run of the sequence in two halves on the event core; between them member 1 is
+    /// failed, replaced and rebuilt. `times` are the instants the real-time run used (the
+    /// rebuild steps and the second half's start); a virtual run is moved to the same ones.
+    fn failed_and_replaced(
+        clock: Arc<dyn Clock>,
+        virt: Option<&VirtualClock>,
+        times: &mut Vec<Seconds>,
+    ) -> Outcome {
+        let (v, mut stores) = volume(LayoutKind::RAID5, 4, clock.clone());
+        let requests = sequence(v.capacity(), 23, 200);
+        let (first, second) = requests.split_at(100);
+        let mut finished = Vec::new();
+        let start = match virt {
+            Some(c) => {
+                c.advance_to(times[0]);
+                times[0]
+            }
+            None => {
+                times.push(clock.now() + 0.01);
+                times[0]
+            }
+        };
+        let mut run = |base: Seconds, part: &[(Seconds, Request)], offset: u64| {
+            Runner::new(&v)
+                .run(
+                    part.iter()
+                        .map(|(at, r)| Ok::<_, VolumeError>((base + at, r.clone()))),
+                    |mut f| {
+                        f.index += offset;
+                        finished.push(f)
+                    },
+                )
+                .unwrap();
+        };
+        run(start, first, 0);
+        v.fail_member(1, "test");
+        let fresh = MemMember::new(crate::volume::tests::MEMBER);
+        v.replace_member(1, fresh.clone()).unwrap();
+        stores[1] = fresh;
+        let mut step = 1;
+        loop {
+            match virt {
+                Some(c) => c.advance_to(times[step]),
+                None => times.push(clock.now()),
+            }
+            step += 1;
+            if v.rebuild_step(1, 4 * CHUNK).unwrap().is_none() {
+                break;
+            }
+        }
+        let second_start = match virt {
+            Some(c) => {
+                c.advance_to(times[step]);
+                times[step]
+            }
+            None => {
+                let t = clock.now() + 0.05;
+                times.push(t);
+                t
+            }
+        };
+        run(second_start, second, 100);
+        finished.sort_by_key(|f| f.index);
+        let reads = finished
+            .iter()
+            .filter_map(|f| f.read.clone().map(|r| (f.index, r)))
+            .collect();
+        Outcome {
+            members: bytes_of(&stores),
+            reads,
+            finished,
+        }
+    }
+
+    #[test]
+    fn a_member_replaced_mid_way_gives_the_same_data_and_times_in_both_clocks() {
+        let mut times = Vec::new();
+        let real = failed_and_replaced(Arc::new(RealClock::new()), None, &mut times);
+        let virtual_clock = Arc::new(VirtualClock::new());
+        let virt = failed_and_replaced(virtual_clock.clone(), Some(&virtual_clock), &mut times);
+        assert_eq!(real.finished.len(), 200);
+        assert!(virt.members == real.members, "members equal in both clocks");
+        assert!(virt.reads == real.reads, "reads equal in both clocks");
+        let order = |o: &Outcome| {
+            let mut by_done: Vec<(Seconds, u64)> =
+                o.finished.iter().map(|f| (f.done, f.index)).collect();
+            by_done.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            by_done
+        };
+        assert_eq!(order(&virt), order(&real), "completion order and times");
+    }
 }
