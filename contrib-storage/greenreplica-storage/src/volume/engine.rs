@@ -29,8 +29,11 @@ use crate::sync::lock;
 /// once the volume is gone).
 const MAX_NAP: Duration = Duration::from_millis(500);
 
+#[derive(Debug)]
 enum Message {
     Submit(Seconds, Planned),
+    /// Background work may have appeared (a member was replaced).
+    Kick,
     Stop,
 }
 
@@ -43,21 +46,14 @@ pub struct Engine {
     next_index: std::sync::atomic::AtomicU64,
 }
 
-impl std::fmt::Debug for Message {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Message::Submit(at, p) => write!(f, "Submit({at}, {})", p.index),
-            Message::Stop => write!(f, "Stop"),
-        }
-    }
-}
-
 impl Engine {
-    /// Start the engine thread of `volume`. It holds the volume weakly: it ends when the
-    /// volume is dropped or `stop` is called.
-    pub(super) fn start(volume: &Arc<Volume>) -> std::io::Result<Self> {
+    /// Start the engine thread of `volume`, rebuilding at up to `rebuild_max_mb_s`. It
+    /// holds the volume weakly: it ends when the volume is dropped or `stop` is called.
+    pub(super) fn start(volume: &Arc<Volume>, rebuild_max_mb_s: f64) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
-        let core = Core::new(volume, volume.clock.now());
+        let mut core = Core::new(volume, volume.clock.now());
+        core.set_background(rebuild_max_mb_s, crate::rebuild::CHUNK);
+        core.kick(volume.clock.now());
         let depths = core.depths();
         let weak = Arc::downgrade(volume);
         let thread = std::thread::Builder::new()
@@ -98,6 +94,11 @@ impl Engine {
         done
     }
 
+    /// Look for background work now (a member was replaced).
+    pub(super) fn kick(&self) {
+        let _ = lock(&self.tx).send(Message::Kick);
+    }
+
     /// The deepest queue each member's drive has had.
     pub fn queue_depths(&self) -> &QueueDepths {
         &self.depths
@@ -124,6 +125,7 @@ fn run(volume: &Weak<Volume>, mut core: Core, rx: &Receiver<Message>) {
         loop {
             match rx.try_recv() {
                 Ok(Message::Submit(at, job)) => core.accept(at, Job::Planned(job)),
+                Ok(Message::Kick) => core.kick(clock.now()),
                 Ok(Message::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
                 Err(mpsc::TryRecvError::Empty) => break,
             }
@@ -145,6 +147,7 @@ fn run(volume: &Weak<Volume>, mut core: Core, rx: &Receiver<Message>) {
         drop(v);
         match rx.recv_timeout(nap) {
             Ok(Message::Submit(at, job)) => core.accept(at, Job::Planned(job)),
+            Ok(Message::Kick) => core.kick(clock.now()),
             Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {}
         }

@@ -245,10 +245,11 @@ impl Volume {
         Ok(plan)
     }
 
-    /// Serve requests on an engine thread (the event core in real time) from now on.
-    pub fn start_engine(self: &Arc<Self>) -> std::io::Result<()> {
+    /// Serve requests on an engine thread (the event core in real time) from now on; it
+    /// also runs the rebuilds, at up to `rebuild_max_mb_s` while no foreground I/O moves.
+    pub fn start_engine(self: &Arc<Self>, rebuild_max_mb_s: f64) -> std::io::Result<()> {
         if self.engine.get().is_none() {
-            let engine = Engine::start(self)?;
+            let engine = Engine::start(self, rebuild_max_mb_s)?;
             if let Err(engine) = self.engine.set(engine) {
                 engine.stop();
             }
@@ -262,6 +263,11 @@ impl Volume {
         if let Some(engine) = self.engine.get() {
             engine.stop();
         }
+    }
+
+    /// A member was replaced: the engine starts its rebuild. False without an engine.
+    pub fn kick_background(&self) -> bool {
+        self.engine.get().inspect(|e| e.kick()).is_some()
     }
 
     pub fn engine(&self) -> Option<&Engine> {

@@ -60,6 +60,27 @@ impl RangeLocks {
     }
 }
 
+impl RangeLocks {
+    /// Take every span at once if none conflicts now; None otherwise (the event core must
+    /// never wait for a lock a caller holds while it waits for the core).
+    pub fn try_acquire(&self, spans: &[Span], exclusive: bool) -> Option<RangeGuard<'_>> {
+        let id = {
+            let mut next = lock(&self.next_id);
+            *next += 1;
+            *next
+        };
+        let mut held = lock(&self.held);
+        let conflict = held
+            .iter()
+            .any(|(_, h, h_excl)| (exclusive || *h_excl) && spans.iter().any(|s| s.overlaps(h)));
+        if conflict {
+            return None;
+        }
+        held.extend(spans.iter().map(|s| (id, *s, exclusive)));
+        Some(RangeGuard { locks: self, id })
+    }
+}
+
 impl Drop for RangeGuard<'_> {
     fn drop(&mut self) {
         lock(&self.locks.held).retain(|(id, _, _)| *id != self.id);

@@ -72,6 +72,25 @@ enum Event {
     Arrival(Job),
     Drive(usize),
     Tick,
+    /// The volume's background work (MD's md_do_sync): the next rebuild step.
+    Sync,
+}
+
+/// The state of the background work the core runs as events.
+#[derive(Debug)]
+struct Background {
+    /// Rebuild rate while the drives are idle of foreground I/O (MD's speed_limit_max).
+    max_mb_s: f64,
+    /// Bytes copied per rebuild step.
+    chunk: u64,
+    /// The queued Sync event.
+    armed: Option<Seconds>,
+    /// Waiting for the previous step's member I/O before the next step.
+    waiting: bool,
+    /// Foreground arrivals counted at the previous step.
+    foreground_seen: u64,
+    /// Bytes rebuilt since the watermark was last written to the headers.
+    since_checkpoint: u64,
 }
 
 #[derive(Debug)]
@@ -86,6 +105,23 @@ struct Pending {
     member_done: Vec<(usize, Seconds)>,
     read: Option<Vec<u8>>,
     reply: Option<Sender<Finished>>,
+}
+
+impl Pending {
+    /// Background work of the core itself: nobody is told when it finishes.
+    fn background(t: Seconds, writes: Vec<MemberIo>) -> Self {
+        Self {
+            index: u64::MAX,
+            kind: IoKind::Read,
+            arrival: t,
+            class: Class::Background,
+            writes,
+            outstanding: 0,
+            member_done: Vec::new(),
+            read: None,
+            reply: None,
+        }
+    }
 }
 
 /// The deepest drive queue each member has had (commands queued or in service).
@@ -127,6 +163,11 @@ pub(super) struct Core {
     /// The time of the last event handled.
     now: Seconds,
     depths: Arc<QueueDepths>,
+    background: Option<Background>,
+    /// Foreground requests that arrived so far.
+    foreground_arrivals: u64,
+    /// Background requests (rebuild steps) with member I/O outstanding.
+    background_outstanding: usize,
 }
 
 /// What one step handled.
@@ -155,7 +196,100 @@ impl Core {
             with_data,
             now,
             depths: Arc::new(QueueDepths::new(volume.slots.len())),
+            background: None,
+            foreground_arrivals: 0,
+            background_outstanding: 0,
         }
+    }
+
+    /// Run the volume's background work (rebuild) as events, at up to `max_mb_s` while no
+    /// foreground I/O is going on and at the volume's minimum otherwise.
+    pub(super) fn set_background(&mut self, max_mb_s: f64, chunk: u64) {
+        self.background = Some(Background {
+            max_mb_s,
+            chunk: chunk.max(4096),
+            armed: None,
+            waiting: false,
+            foreground_seen: 0,
+            since_checkpoint: 0,
+        });
+    }
+
+    /// Background work may have appeared (a member was replaced): look at once.
+    pub(super) fn kick(&mut self, at: Seconds) {
+        self.arm_sync(at.max(self.now));
+    }
+
+    fn arm_sync(&mut self, at: Seconds) {
+        let Some(bg) = self.background.as_mut() else {
+            return;
+        };
+        if bg.waiting || bg.armed.is_some_and(|armed| armed <= at) {
+            return;
+        }
+        bg.armed = Some(at);
+        self.queue.push(at, Event::Sync);
+    }
+
+    /// One step of background work at `t`; returns when the next is due (None: nothing
+    /// left to do until the next kick).
+    fn sync_step(&mut self, v: &Volume, t: Seconds) -> Option<Seconds> {
+        let member = (0..v.slots.len())
+            .find(|&m| matches!(v.slots[m].health(), super::Health::Rebuilding { .. }))?;
+        let chunk = self.background.as_ref()?.chunk;
+        let progress = match v.rebuild_chunk(member, chunk, true) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(volume = %v.name, member, error = %e, "rebuild stopped");
+                return None;
+            }
+        };
+        match progress {
+            super::membership::RebuildProgress::Done => {
+                if let Some(bg) = self.background.as_mut() {
+                    bg.since_checkpoint = 0;
+                }
+                // Another member may be waiting for its rebuild.
+                Some(t)
+            }
+            super::membership::RebuildProgress::Busy => Some(t + crate::rebuild::BUSY_RETRY_S),
+            super::membership::RebuildProgress::Copied {
+                watermark,
+                reads,
+                write,
+            } => {
+                let len = write.len;
+                let foreground = self.foreground_arrivals;
+                let busy = self.foreground_busy();
+                let bg = self.background.as_mut()?;
+                let moved = busy || foreground != bg.foreground_seen;
+                bg.foreground_seen = foreground;
+                bg.since_checkpoint += len;
+                if bg.since_checkpoint >= crate::rebuild::CHECKPOINT_BYTES {
+                    bg.since_checkpoint = 0;
+                    // persist_headers flushes the copied data before the watermark.
+                    if let Err(e) = v.persist_headers() {
+                        tracing::warn!(volume = %v.name, error = %e, "cannot checkpoint rebuild");
+                    }
+                }
+                let rate =
+                    crate::rebuild::rate_mb_s(moved, v.integrity().rebuild_min_mb_s, bg.max_mb_s);
+                tracing::trace!(volume = %v.name, member, watermark, rate, "rebuild step");
+                self.background_outstanding += 1;
+                let pending = Pending::background(t, vec![write]);
+                // Finished background work is never handed back (background_finished).
+                let _ = self.start_phase(v, t, pending, &reads, Op::Read);
+                Some(t + crate::rebuild::step_interval_s(len, rate))
+            }
+        }
+    }
+
+    /// Whether foreground requests are in flight.
+    fn foreground_busy(&self) -> bool {
+        self.pending
+            .iter()
+            .flatten()
+            .any(|p| p.class == Class::Foreground)
     }
 
     pub(super) fn depths(&self) -> Arc<QueueDepths> {
@@ -200,6 +334,7 @@ impl Core {
         match event {
             Event::Arrival(Job::Request(i, request)) => {
                 step.arrival = true;
+                self.foreground_arrivals += 1;
                 let what = format!(
                     "request {} (offset {}, size {})",
                     i + 1,
@@ -216,6 +351,9 @@ impl Core {
             }
             Event::Arrival(Job::Planned(p)) => {
                 step.arrival = true;
+                if p.class == Class::Foreground {
+                    self.foreground_arrivals += 1;
+                }
                 let pending = Pending {
                     index: p.index,
                     kind: p.kind,
@@ -245,6 +383,23 @@ impl Core {
                     step.finished.extend(self.complete(volume, m, &c));
                 }
                 self.arm(volume, m);
+            }
+            Event::Sync => {
+                let Some(bg) = self.background.as_mut() else {
+                    return Ok(step);
+                };
+                if bg.armed != Some(t) {
+                    return Ok(step); // superseded
+                }
+                bg.armed = None;
+                if self.background_outstanding > 0 {
+                    // The previous step's I/O first (MD keeps its resync window too).
+                    bg.waiting = true;
+                    return Ok(step);
+                }
+                if let Some(next) = self.sync_step(volume, t) {
+                    self.arm_sync(next);
+                }
             }
             Event::Tick => {
                 volume.tick();
@@ -303,6 +458,10 @@ impl Core {
                 let writes = std::mem::take(&mut pending.writes);
                 return self.start_phase(v, t, pending, &writes, Op::Write { fua: false });
             }
+            if pending.class == Class::Background && pending.reply.is_none() {
+                self.background_finished(t);
+                return None;
+            }
             let finished = Finished {
                 index: pending.index,
                 kind: pending.kind,
@@ -340,6 +499,17 @@ impl Core {
             self.arm(v, io.member);
         }
         None
+    }
+
+    /// A rebuild step's I/O finished: a step waiting for it may go.
+    fn background_finished(&mut self, t: Seconds) {
+        self.background_outstanding = self.background_outstanding.saturating_sub(1);
+        if let Some(bg) = self.background.as_mut() {
+            if bg.waiting && self.background_outstanding == 0 {
+                bg.waiting = false;
+                self.arm_sync(t);
+            }
+        }
     }
 
     /// A member command finished: the request moves on, or is finished.
@@ -418,6 +588,15 @@ impl<'v> Runner<'v> {
     /// Run `Volume::tick` (power transitions, background integrity work) every `seconds`.
     pub fn with_ticks(mut self, seconds: f64) -> Self {
         self.core.set_ticks(Some(seconds));
+        self
+    }
+
+    /// Run the volume's rebuilds as events from `from` on, `chunk` bytes a step, throttled
+    /// to at most `max_mb_s` (MD's speed_limit_max; the volume's `rebuild_min_mb_s` while
+    /// foreground I/O moves).
+    pub fn with_background(mut self, max_mb_s: f64, chunk: u64, from: Seconds) -> Self {
+        self.core.set_background(max_mb_s, chunk);
+        self.core.kick(from);
         self
     }
 
@@ -709,7 +888,7 @@ mod tests {
             lock(&v.slots[m].drive).set_queueing(depth, scheduler);
         }
         let v = Arc::new(v);
-        v.start_engine().unwrap();
+        v.start_engine(200.0).unwrap();
         v
     }
 
@@ -779,8 +958,9 @@ mod tests {
     }
 
     /// One run of the sequence in two halves on the event core; between them member 1 is
-    /// failed, replaced and rebuilt. `times` are the instants the real-time run used (the
-    /// rebuild steps and the second half's start); a virtual run is moved to the same ones.
+    /// failed and replaced, and the second half runs with its rebuild as background events.
+    /// `times` are the instants the real-time run used (the halves' starts); a virtual run
+    /// is moved to the same ones.
     fn failed_and_replaced(
         clock: Arc<dyn Clock>,
         virt: Option<&VirtualClock>,
@@ -790,56 +970,52 @@ mod tests {
         let requests = sequence(v.capacity(), 23, 200);
         let (first, second) = requests.split_at(100);
         let mut finished = Vec::new();
-        let start = match virt {
+        let mut start_of = |half: usize| match virt {
             Some(c) => {
-                c.advance_to(times[0]);
-                times[0]
+                c.advance_to(times[half]);
+                times[half]
             }
             None => {
-                times.push(clock.now() + 0.01);
-                times[0]
+                times.push(clock.now() + 0.02);
+                times[half]
             }
         };
-        let mut run = |base: Seconds, part: &[(Seconds, Request)], offset: u64| {
-            Runner::new(&v)
-                .run(
-                    part.iter()
-                        .map(|(at, r)| Ok::<_, VolumeError>((base + at, r.clone()))),
-                    |mut f| {
-                        f.index += offset;
-                        finished.push(f)
-                    },
-                )
-                .unwrap();
-        };
-        run(start, first, 0);
+        let start = start_of(0);
+        Runner::new(&v)
+            .run(
+                first
+                    .iter()
+                    .map(|(at, r)| Ok::<_, VolumeError>((start + at, r.clone()))),
+                |f| finished.push(f),
+            )
+            .unwrap();
         v.fail_member(1, "test");
         let fresh = MemMember::new(crate::volume::tests::MEMBER);
         v.replace_member(1, fresh.clone()).unwrap();
         stores[1] = fresh;
-        let mut step = 1;
-        loop {
-            match virt {
-                Some(c) => c.advance_to(times[step]),
-                None => times.push(clock.now()),
-            }
-            step += 1;
-            if v.rebuild_step(1, 4 * CHUNK).unwrap().is_none() {
-                break;
-            }
-        }
-        let second_start = match virt {
-            Some(c) => {
-                c.advance_to(times[step]);
-                times[step]
-            }
-            None => {
-                let t = clock.now() + 0.05;
-                times.push(t);
-                t
-            }
-        };
-        run(second_start, second, 100);
+        let start = start_of(1);
+        Runner::new(&v)
+            .with_background(20.0, 64 * 1024, start)
+            .run(
+                second
+                    .iter()
+                    .map(|(at, r)| Ok::<_, VolumeError>((start + at, r.clone()))),
+                |mut f| {
+                    f.index += 100;
+                    finished.push(f)
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            v.slots[1].health(),
+            super::super::Health::InSync,
+            "the rebuild ran to the end as background events"
+        );
+        let scrub = v.scrub(false).unwrap();
+        assert_eq!(
+            scrub.mismatched_chunks, 0,
+            "parity checks out after the rebuild"
+        );
         finished.sort_by_key(|f| f.index);
         let reads = finished
             .iter()
@@ -868,5 +1044,50 @@ mod tests {
             by_done
         };
         assert_eq!(order(&virt), order(&real), "completion order and times");
+    }
+
+    /// When a rebuild of member 1 of a RAID10 (1 MiB per member, 16 KiB steps, at most
+    /// 20 MB/s, at least 5 MB/s) ends in virtual time, with `requests` reads 2 ms apart
+    /// going on from the start.
+    fn rebuild_end(requests: usize) -> Seconds {
+        let (v, _stores) = volume(LayoutKind::RAID10, 2, Arc::new(VirtualClock::new()));
+        v.fail_member(1, "test");
+        v.replace_member(1, MemMember::new(crate::volume::tests::MEMBER))
+            .unwrap();
+        assert_eq!(v.integrity().rebuild_min_mb_s, 5.0);
+        let reads = (0..requests).map(|i| {
+            Ok::<_, VolumeError>((
+                i as f64 * 0.002,
+                Request {
+                    kind: IoKind::Read,
+                    offset: (i as u64 * 3 * CHUNK) % (v.capacity() - CHUNK),
+                    len: 4096,
+                    data: None,
+                },
+            ))
+        });
+        let end = Runner::new(&v)
+            .with_background(20.0, CHUNK, 0.0)
+            .run(reads, |_| {})
+            .unwrap();
+        assert_eq!(v.slots[1].health(), super::super::Health::InSync);
+        end
+    }
+
+    #[test]
+    fn the_rebuild_runs_at_the_maximum_when_idle_and_yields_to_foreground_io() {
+        let mib = (1u64 << 20) as f64;
+        let idle = rebuild_end(0);
+        assert!(
+            idle >= mib / 20e6 && idle < 1.5 * mib / 20e6,
+            "idle drives: about 1 MiB at 20 MB/s, took {idle} s"
+        );
+        // 0.1 s of foreground reads: the rebuild crawls at 5 MB/s meanwhile (0.5 MB), then
+        // finishes the rest at 20 MB/s.
+        let busy = rebuild_end(50);
+        assert!(
+            busy > 0.1 && busy > 2.0 * idle,
+            "foreground I/O slows the rebuild to its minimum: {busy} s against {idle} s idle"
+        );
     }
 }
