@@ -215,12 +215,6 @@ impl Agent {
         }
     }
 
-    pub fn power_tick(&self) {
-        for m in self.all() {
-            m.volume.tick();
-        }
-    }
-
     pub fn metrics_text(&self) -> String {
         let all = self.all();
         let volumes: Vec<&Volume> = all.iter().map(|m| m.volume.as_ref()).collect();

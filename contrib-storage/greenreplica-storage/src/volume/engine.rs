@@ -28,6 +28,10 @@ use crate::sync::lock;
 /// The longest the engine sleeps without looking at its channel or the volume (it stops
 /// once the volume is gone).
 const MAX_NAP: Duration = Duration::from_millis(500);
+/// How often the engine runs `Volume::tick` (power transitions are booked at their exact
+/// model time; this is how soon a real disk is told, how fresh `status` is without a
+/// request, and the pace of resync and scrub).
+pub const TICK_S: f64 = 0.1;
 
 #[derive(Debug)]
 enum Message {
@@ -54,6 +58,7 @@ impl Engine {
         let mut core = Core::new(volume, volume.clock.now());
         core.set_background(rebuild_max_mb_s, crate::rebuild::CHUNK);
         core.kick(volume.clock.now());
+        core.set_ticks(Some(TICK_S));
         let depths = core.depths();
         let weak = Arc::downgrade(volume);
         let thread = std::thread::Builder::new()

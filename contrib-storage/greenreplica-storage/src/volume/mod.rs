@@ -158,6 +158,8 @@ pub struct Volume {
     /// The event core serving requests in real time (the daemon); without it, a request's
     /// timing is modelled in the caller's thread.
     engine: OnceLock<Engine>,
+    /// While a tick runs on the event core: the member I/O of its background work.
+    background_io: Mutex<Option<Vec<resync::BackgroundIo>>>,
 }
 
 impl Volume {
@@ -185,6 +187,7 @@ impl Volume {
             identity: Mutex::new(identity),
             latency: Histogram::default(),
             engine: OnceLock::new(),
+            background_io: Mutex::new(None),
         }
     }
 

@@ -402,7 +402,21 @@ impl Core {
                 }
             }
             Event::Tick => {
-                volume.tick();
+                for (kind, member, offset, len) in volume.tick_on_core() {
+                    let io = MemberIo {
+                        member,
+                        member_offset: offset,
+                        len,
+                        buf: crate::layout::Buf::Caller(0),
+                    };
+                    let op = match kind {
+                        IoKind::Read => Op::Read,
+                        IoKind::Write => Op::Write { fua: false },
+                    };
+                    self.background_outstanding += 1;
+                    let _ =
+                        self.start_phase(volume, t, Pending::background(t, Vec::new()), &[io], op);
+                }
                 if let (Some(s), true) = (self.tick_s, more || self.busy()) {
                     self.queue.push(t + s, Event::Tick);
                 }
@@ -1089,5 +1103,42 @@ mod tests {
             busy > 0.1 && busy > 2.0 * idle,
             "foreground I/O slows the rebuild to its minimum: {busy} s against {idle} s idle"
         );
+    }
+
+    #[test]
+    fn a_tick_on_the_core_leaves_a_region_in_use_for_later_and_hands_back_its_io() {
+        use crate::member::Member;
+        use crate::volume::WriteIntent;
+        let (v, _stores) = volume(LayoutKind::RAID10, 2, Arc::new(VirtualClock::new()));
+        let bitmap: Arc<dyn Member> = MemMember::new(1 << 16);
+        let v = Arc::new(v.with_write_intent(WriteIntent::new(
+            bitmap,
+            "t",
+            65536,
+            (crate::volume::tests::MEMBER as u64) - crate::superblock::DATA_OFFSET,
+        )));
+        v.write(0, &vec![7u8; 131072]).unwrap();
+        // After an unclean stop both regions are dirty; a request holds region 1 (and
+        // would wait for the engine while holding it).
+        v.write_intent().unwrap().set_recovered([0, 1].into());
+        let held = v.ranges.acquire(&v.spans_of(65536, 65536), false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ticking = {
+            let v = v.clone();
+            std::thread::spawn(move || tx.send(v.tick_on_core()).unwrap())
+        };
+        let io = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the tick waited for a lock a request holds");
+        ticking.join().unwrap();
+        assert_eq!(v.resync_pending(), 1, "region 1, in use, is left for later");
+        assert!(
+            io.iter()
+                .any(|&(kind, _, offset, _)| kind == IoKind::Read && offset < 65536),
+            "region 0's resync reads are handed to the core: {io:?}"
+        );
+        drop(held);
+        v.tick_on_core();
+        assert_eq!(v.resync_pending(), 0, "the next tick resyncs it");
     }
 }
