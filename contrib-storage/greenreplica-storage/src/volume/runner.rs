@@ -418,7 +418,10 @@ impl Core {
                         self.start_phase(volume, t, Pending::background(t, Vec::new()), &[io], op);
                 }
                 if let (Some(s), true) = (self.tick_s, more || self.busy()) {
-                    self.queue.push(t + s, Event::Tick);
+                    // From now, not from when it was due: a late tick in real time is not
+                    // followed by a burst of them (in virtual time now is `t`).
+                    let from = volume.clock.now().max(t);
+                    self.queue.push(from + s, Event::Tick);
                 }
             }
         }
