@@ -129,13 +129,8 @@ impl Volume {
             start: watermark,
             end: watermark + len,
         }];
-        let _exclusive = if on_core {
-            match self.ranges.try_acquire(&span, true) {
-                Some(guard) => guard,
-                None => return Ok(RebuildProgress::Busy),
-            }
-        } else {
-            self.ranges.acquire(&span, true)
+        let Some(_exclusive) = self.ranges.acquire_if(&span, true, !on_core) else {
+            return Ok(RebuildProgress::Busy);
         };
         let to = slot
             .live_store()

@@ -95,13 +95,8 @@ impl Volume {
         let start = region * intent.region_bytes();
         let end = (start + intent.region_bytes()).min(self.layout.member_data_bytes());
         let spans = self.group_spans(start, end);
-        let _exclusive = if wait {
-            self.ranges.acquire(&spans, true)
-        } else {
-            match self.ranges.try_acquire(&spans, true) {
-                Some(guard) => guard,
-                None => return Ok(false),
-            }
+        let Some(_exclusive) = self.ranges.acquire_if(&spans, true, wait) else {
+            return Ok(false);
         };
         if !intent.needs_resync(region) {
             return Ok(true); // another request did it while we waited
@@ -380,13 +375,8 @@ impl Volume {
             return Ok(true);
         }
         let spans = self.group_spans_of(members, offset, len);
-        let _exclusive = if wait {
-            self.ranges.acquire(&spans, true)
-        } else {
-            match self.ranges.try_acquire(&spans, true) {
-                Some(guard) => guard,
-                None => return Ok(false),
-            }
+        let Some(_exclusive) = self.ranges.acquire_if(&spans, true, wait) else {
+            return Ok(false);
         };
         let copies = self.read_group(members, offset, len, report);
         let verdict = self

@@ -703,6 +703,21 @@ mod tests {
         finished: Vec<Finished>,
     }
 
+    impl Outcome {
+        fn of(mut finished: Vec<Finished>, stores: &[Arc<MemMember>]) -> Self {
+            finished.sort_by_key(|f| f.index);
+            let reads = finished
+                .iter()
+                .filter_map(|f| f.read.clone().map(|r| (f.index, r)))
+                .collect();
+            Outcome {
+                members: bytes_of(stores),
+                reads,
+                finished,
+            }
+        }
+    }
+
     fn volume(
         kind: LayoutKind,
         members: usize,
@@ -737,16 +752,7 @@ mod tests {
                 |f| finished.push(f),
             )
             .unwrap();
-        finished.sort_by_key(|f| f.index);
-        let reads = finished
-            .iter()
-            .filter_map(|f| f.read.clone().map(|r| (f.index, r)))
-            .collect();
-        Outcome {
-            members: bytes_of(&stores),
-            reads,
-            finished,
-        }
+        Outcome::of(finished, &stores)
     }
 
     /// The daemon's path: one request after the other through `Volume::read`/`write`.
@@ -844,20 +850,25 @@ mod tests {
         finished.iter().map(|f| f.index).collect()
     }
 
-    #[test]
-    fn a_burst_is_queued_on_the_drive_and_its_scheduler_reorders_it() {
+    /// A burst finishes in arrival order at depth 1 (FCFS) and reordered at depth 16 (SPTF).
+    fn assert_sptf_reorders(order: impl Fn(usize, crate::profile::SchedulerKind) -> Vec<u64>) {
         use crate::profile::SchedulerKind;
-        let fcfs = burst_order(1, SchedulerKind::Fcfs);
+        let fcfs = order(1, SchedulerKind::Fcfs);
         assert_eq!(
             fcfs,
             (0..21).collect::<Vec<_>>(),
             "depth 1, FCFS: arrival order"
         );
-        let sptf = burst_order(16, SchedulerKind::Sptf);
+        let sptf = order(16, SchedulerKind::Sptf);
         assert_ne!(sptf, fcfs, "depth 16, SPTF: the drive picks from its queue");
         let mut sorted = sptf.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, fcfs, "every request finished once");
+    }
+
+    #[test]
+    fn a_burst_is_queued_on_the_drive_and_its_scheduler_reorders_it() {
+        assert_sptf_reorders(burst_order);
     }
 
     /// A memory member that says it emulates a drive, so callers wait out the model.
@@ -960,18 +971,7 @@ mod tests {
 
     #[test]
     fn the_engine_queues_a_burst_on_the_drive_and_sptf_reorders_it() {
-        use crate::profile::SchedulerKind;
-        let fcfs = engine_burst_order(1, SchedulerKind::Fcfs);
-        assert_eq!(
-            fcfs,
-            (0..21).collect::<Vec<_>>(),
-            "depth 1, FCFS: arrival order"
-        );
-        let sptf = engine_burst_order(16, SchedulerKind::Sptf);
-        assert_ne!(sptf, fcfs, "depth 16, SPTF: the drive picks from its queue");
-        let mut sorted = sptf.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, fcfs, "every request finished once");
+        assert_sptf_reorders(engine_burst_order);
     }
 
     /// One run of the sequence in two halves on the event core; between them member 1 is
@@ -1033,16 +1033,7 @@ mod tests {
             scrub.mismatched_chunks, 0,
             "parity checks out after the rebuild"
         );
-        finished.sort_by_key(|f| f.index);
-        let reads = finished
-            .iter()
-            .filter_map(|f| f.read.clone().map(|r| (f.index, r)))
-            .collect();
-        Outcome {
-            members: bytes_of(&stores),
-            reads,
-            finished,
-        }
+        Outcome::of(finished, &stores)
     }
 
     #[test]
