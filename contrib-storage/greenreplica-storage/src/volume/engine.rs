@@ -21,7 +21,7 @@ use super::runner::{Core, Finished, Job, Planned, QueueDepths};
 use super::Volume;
 use crate::clock::Seconds;
 use crate::drive::Class;
-use crate::layout::Plan;
+use crate::layout::{MemberIo, Plan};
 use crate::service_model::IoKind;
 use crate::sync::lock;
 
@@ -47,6 +47,7 @@ pub struct Engine {
     tx: std::sync::Mutex<Sender<Message>>,
     depths: Arc<QueueDepths>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    thread_id: std::thread::ThreadId,
     next_index: std::sync::atomic::AtomicU64,
 }
 
@@ -67,6 +68,7 @@ impl Engine {
         Ok(Self {
             tx: std::sync::Mutex::new(tx),
             depths,
+            thread_id: thread.thread().id(),
             thread: std::sync::Mutex::new(Some(thread)),
             next_index: std::sync::atomic::AtomicU64::new(0),
         })
@@ -82,6 +84,38 @@ impl Engine {
         plan: &Plan,
         class: Class,
     ) -> Receiver<Finished> {
+        self.send(
+            at,
+            kind,
+            plan.reads.clone(),
+            plan.writes.clone(),
+            class,
+            false,
+        )
+    }
+
+    /// FLUSH CACHE on every drive with something cached or queued, behind every command
+    /// submitted before it.
+    pub(super) fn submit_flush(&self, at: Seconds) -> Receiver<Finished> {
+        self.send(
+            at,
+            IoKind::Write,
+            Vec::new(),
+            Vec::new(),
+            Class::Foreground,
+            true,
+        )
+    }
+
+    fn send(
+        &self,
+        at: Seconds,
+        kind: IoKind,
+        reads: Vec<MemberIo>,
+        writes: Vec<MemberIo>,
+        class: Class,
+        flush: bool,
+    ) -> Receiver<Finished> {
         let (reply, done) = mpsc::channel();
         let index = self
             .next_index
@@ -89,14 +123,21 @@ impl Engine {
         let job = Planned {
             index,
             kind,
-            reads: plan.reads.clone(),
-            writes: plan.writes.clone(),
+            reads,
+            writes,
             class,
+            flush,
             reply: Some(reply),
         };
         // A send fails only once the engine is gone; the receiver then reports closed.
         let _ = lock(&self.tx).send(Message::Submit(at, job));
         done
+    }
+
+    /// Whether the caller is the engine thread itself (its background work must not wait
+    /// for the engine).
+    pub(super) fn is_current_thread(&self) -> bool {
+        std::thread::current().id() == self.thread_id
     }
 
     /// Look for background work now (a member was replaced).
@@ -113,7 +154,7 @@ impl Engine {
     pub(super) fn stop(&self) {
         let _ = lock(&self.tx).send(Message::Stop);
         if let Some(thread) = lock(&self.thread).take() {
-            if thread.thread().id() != std::thread::current().id() {
+            if !self.is_current_thread() {
                 let _ = thread.join();
             }
         }

@@ -487,6 +487,19 @@ impl Volume {
     /// with nothing cached answers at once, without waking.
     fn flush_drive_caches(&self) {
         let now = self.clock.now();
+        // The engine's own background work (a tick clearing bitmap bits) flushes in place.
+        if let Some(engine) = self.engine.get().filter(|e| !e.is_current_thread()) {
+            let done = engine.submit_flush(now);
+            if self
+                .slots
+                .iter()
+                .any(|s| s.live_store().is_some_and(|s| s.emulates_timing()))
+            {
+                // Closed only if the engine stopped: the flush then goes on untimed.
+                let _ = done.recv();
+            }
+            return;
+        }
         let mut until = f64::NEG_INFINITY;
         for slot in &self.slots {
             let done = lock(&slot.drive).flush(now);

@@ -63,6 +63,9 @@ pub(super) struct Planned {
     pub reads: Vec<MemberIo>,
     pub writes: Vec<MemberIo>,
     pub class: Class,
+    /// A FLUSH CACHE on every drive with something to flush (reads and writes empty): it
+    /// is queued behind every command submitted before it.
+    pub flush: bool,
     /// Told when the last member command finished (dropped unanswered if the core stops).
     pub reply: Option<Sender<Finished>>,
 }
@@ -365,8 +368,13 @@ impl Core {
                     read: None,
                     reply: p.reply,
                 };
+                let (ios, op) = if p.flush {
+                    (flushes(volume, t), Op::Flush)
+                } else {
+                    (p.reads, Op::Read)
+                };
                 step.finished
-                    .extend(self.start_phase(volume, t, pending, &p.reads, Op::Read));
+                    .extend(self.start_phase(volume, t, pending, &ios, op));
             }
             Event::Drive(m) => {
                 if self.armed[m] != Some(t) {
@@ -554,6 +562,19 @@ impl Core {
             }
         }
     }
+}
+
+/// A FLUSH CACHE command for every drive that has something to flush at `t`.
+fn flushes(v: &Volume, t: Seconds) -> Vec<MemberIo> {
+    (0..v.slots.len())
+        .filter(|&m| lock(&v.slots[m].drive).flush_needed(t))
+        .map(|member| MemberIo {
+            member,
+            member_offset: 0,
+            len: 0,
+            buf: crate::layout::Buf::Caller(0),
+        })
+        .collect()
 }
 
 /// The request's bytes, in arrival order: what a read returns, or the write applied.
@@ -1134,5 +1155,50 @@ mod tests {
         drop(held);
         v.tick_on_core();
         assert_eq!(v.resync_pending(), 0, "the next tick resyncs it");
+    }
+
+    #[test]
+    fn a_flush_on_the_engine_writes_back_every_acknowledged_write() {
+        use crate::profile::SchedulerKind;
+        let v = engine_volume(16, SchedulerKind::Sptf);
+        for m in 0..3 {
+            lock(&v.slots[m].drive).set_write_cache(true);
+        }
+        let engine = v.engine().unwrap();
+        let now = v.clock.now();
+        // Writes acknowledged (from the drives' write caches) before the fsync is issued,
+        // as FUSE replies to a write before the kernel sends its fsync.
+        let writes: Vec<_> = (0..12u64)
+            .map(|i| {
+                let plan = v
+                    .layout
+                    .plan(
+                        IoKind::Write,
+                        (i * 37 % 21) * 2 * CHUNK,
+                        4096,
+                        &v.views(now),
+                    )
+                    .unwrap();
+                engine.submit(now, IoKind::Write, &plan, Class::Foreground)
+            })
+            .collect();
+        let acknowledged = writes
+            .iter()
+            .map(|w| w.recv().unwrap().done)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let cached: u64 = (0..3).map(|m| lock(&v.slots[m].drive).dirty_bytes()).sum();
+        assert!(cached > 0, "the writes sit in the drives' caches");
+        let flushed = engine.submit_flush(v.clock.now()).recv().unwrap();
+        assert!(flushed.done >= acknowledged);
+        assert!(
+            !flushed.member_done.is_empty(),
+            "FLUSH CACHE reached the drives"
+        );
+        for m in 0..3 {
+            assert_eq!(lock(&v.slots[m].drive).dirty_bytes(), 0, "member {m}");
+        }
+        // Through the volume (a FUSE fsync) with nothing cached: answered at once.
+        v.flush().unwrap();
+        v.stop_engine();
     }
 }
