@@ -19,7 +19,6 @@ use crate::export::{Export, ExportSpec, MountPoint, MountTarget};
 use crate::ledger_store;
 use crate::member::{CommandRunner, FileMember, Member, MemberKind, SystemRunner};
 use crate::metrics;
-use crate::rebuild;
 use crate::safe_path;
 use crate::sync::lock;
 use crate::users::{resolve_group, resolve_user, Peer};
@@ -115,6 +114,9 @@ impl Agent {
         let owner = creator.unwrap_or(export.uid);
         let clock: Arc<dyn Clock> = self.clock.clone();
         let volume = assemble(&spec, clock, self.state_dir(), &self.runner)?;
+        volume
+            .start_engine(spec.rebuild_mb_s)
+            .context("cannot start the volume's engine thread")?;
         let managed = Arc::new(ManagedVolume {
             spec,
             volume: volume.clone(),
@@ -154,15 +156,15 @@ impl Agent {
         Ok(())
     }
 
+    /// The volume's engine runs the rebuild as background events (throttled between the
+    /// volume's minimum and `rebuild_mb_s`); it is told to look now.
     fn start_rebuild(&self, managed: &ManagedVolume, member: usize) -> Result<()> {
-        let handle = rebuild::spawn(
-            managed.volume.clone(),
-            member,
-            managed.spec.rebuild_mb_s,
-            managed.rebuild_stop.clone(),
-        )
-        .context("cannot start the rebuild thread")?;
-        lock(&managed.rebuilds).push(handle);
+        if !managed.volume.kick_background() {
+            bail!(
+                "volume {}: no engine to rebuild member {member}",
+                managed.spec.name
+            );
+        }
         Ok(())
     }
 
@@ -182,6 +184,9 @@ impl Agent {
             Some(mut export) => export.stop(),
             None => Ok(()),
         };
+        // No more requests: the engine (and the rebuild it runs) stops before the final
+        // flush, so the watermark the headers record is covered by it.
+        managed.volume.stop_engine();
         let flushed = managed.volume.flush();
         if unexported.is_ok() && flushed.is_ok() {
             if let Err(e) = managed.volume.set_identity_flags(true, true) {
@@ -207,12 +212,6 @@ impl Agent {
     pub fn save_ledgers(&self) {
         for m in self.all() {
             self.save_ledger(&m.volume);
-        }
-    }
-
-    pub fn power_tick(&self) {
-        for m in self.all() {
-            m.volume.tick();
         }
     }
 

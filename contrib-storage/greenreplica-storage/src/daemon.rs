@@ -16,10 +16,10 @@ use crate::metrics_http;
 use crate::sd_notify;
 use crate::users::resolve_group;
 
-/// Power transitions are booked at their exact model time; this is only how soon a real
-/// disk is told (and how fresh `status` is without a request).
-const POWER_TICK: Duration = Duration::from_millis(100);
+/// Power transitions, resync and scrub are events of each volume's engine
+/// (`volume::Engine`); this thread only saves the ledgers now and then.
 const LEDGER_SAVE_EVERY: Duration = Duration::from_secs(10);
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Block the shutdown signals in this thread (and so in every thread started later), so
 /// that `wait_for_signal` is the only place they are received.
@@ -88,23 +88,22 @@ pub fn serve(config_path: &Path) -> Result<()> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let power = {
+    let ledgers = {
         let agent = agent.clone();
         let stop = stop.clone();
         std::thread::Builder::new()
-            .name("power".into())
+            .name("ledgers".into())
             .spawn(move || {
                 let mut saved = Instant::now();
                 while !stop.load(Ordering::SeqCst) {
-                    agent.power_tick();
                     if saved.elapsed() >= LEDGER_SAVE_EVERY {
                         agent.save_ledgers();
                         saved = Instant::now();
                     }
-                    std::thread::sleep(POWER_TICK);
+                    std::thread::sleep(STOP_POLL);
                 }
             })
-            .context("cannot start the power thread")?
+            .context("cannot start the ledger thread")?
     };
     tracing::info!(config = %config_path.display(), "agent ready");
     // Only now, with every configured volume mounted, may systemd start PostgreSQL.
@@ -116,7 +115,7 @@ pub fn serve(config_path: &Path) -> Result<()> {
     tracing::info!(signal = sig, "shutting down");
     let _ = sd_notify::notify("STOPPING=1");
     stop.store(true, Ordering::SeqCst);
-    let _ = power.join();
+    let _ = ledgers.join();
     server.stop();
     agent.shutdown();
     tracing::info!("stopped cleanly");

@@ -431,12 +431,17 @@ impl Drive {
 
     /// FLUSH CACHE at `now`; returns when every cached write is on the media.
     pub fn flush(&mut self, now: Seconds) -> Seconds {
-        self.pump(now, false);
-        // Nothing cached or pending: answered at once, without waking a sleeping drive.
-        if self.mechanism.dirty_bytes() == 0 && self.queue.is_empty() && self.in_flight.is_empty() {
+        if !self.flush_needed(now) {
             return now;
         }
         self.submit_op(now, Op::Flush, 0, 0, Class::Foreground)
+    }
+
+    /// Whether a FLUSH CACHE at `now` has anything to wait for; a drive with nothing cached
+    /// or pending answers at once, without waking (the event core then queues none).
+    pub fn flush_needed(&mut self, now: Seconds) -> bool {
+        self.pump(now, false);
+        !(self.mechanism.dirty_bytes() == 0 && self.queue.is_empty() && self.in_flight.is_empty())
     }
 
     /// Power is cut at `now`: queued and running commands and the volatile cache are

@@ -6,8 +6,11 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use super::{Health, MemberSlot, Volume, VolumeError, MAX_READ_ERRORS};
+use std::sync::Arc;
+
+use super::{Engine, Health, MemberSlot, Volume, VolumeError, MAX_READ_ERRORS};
 use crate::clock::Seconds;
+use crate::drive::Class;
 use crate::layout::{Buf, Compute, MemberIo, MemberView, Plan};
 use crate::parity;
 use crate::service_model::IoKind;
@@ -175,8 +178,7 @@ impl Volume {
         self.resync_before_use(&regions)?;
         let spans = self.spans_of(offset, len);
         let _shared = self.ranges.acquire(&spans, false);
-        let (plan, done) = self.schedule(IoKind::Read, offset, len)?;
-        self.wait_for(&plan, &done);
+        let plan = self.time(IoKind::Read, offset, len)?;
         self.run(&plan, Caller::Read(buf), true, started)?;
         self.observe(0, IoKind::Read, offset, len, started);
         Ok(())
@@ -206,8 +208,7 @@ impl Volume {
     }
 
     fn write_locked(&self, offset: u64, data: &[u8], started: f64) -> Result<(), VolumeError> {
-        let (plan, done) = self.schedule(IoKind::Write, offset, data.len() as u64)?;
-        self.wait_for(&plan, &done);
+        let plan = self.time(IoKind::Write, offset, data.len() as u64)?;
         let failed_members = self.run(&plan, Caller::Write(data), true, started)?;
         if failed_members && !self.layout.survives(&self.in_sync()) {
             return Err(self.plan_error(format!(
@@ -218,6 +219,59 @@ impl Volume {
         self.complete_plan(&plan)?;
         self.observe(0, IoKind::Write, offset, data.len() as u64, started);
         Ok(())
+    }
+
+    /// Plan a request and wait out its member I/O on the drive models: on the volume's
+    /// engine when it has one (the request queues with everyone else's), else in this thread.
+    /// Only members that emulate a drive are waited for; real disks take their own time.
+    fn time(&self, kind: IoKind, offset: u64, len: u64) -> Result<Plan, VolumeError> {
+        let Some(engine) = self.engine.get() else {
+            let (plan, done) = self.schedule(kind, offset, len)?;
+            self.wait_for(&plan, &done);
+            return Ok(plan);
+        };
+        let now = self.clock.now();
+        let plan = self.layout.plan(kind, offset, len, &self.views(now))?;
+        let done = engine.submit(now, kind, &plan, Class::Foreground);
+        let timed = plan.ios().any(|(_, io)| {
+            self.slots[io.member]
+                .live_store()
+                .is_some_and(|s| s.emulates_timing())
+        });
+        if timed {
+            // Closed only if the engine stopped: the request then goes on untimed.
+            let _ = done.recv();
+        }
+        Ok(plan)
+    }
+
+    /// Serve requests on an engine thread (the event core in real time) from now on; it
+    /// also runs the rebuilds, at up to `rebuild_max_mb_s` while no foreground I/O moves.
+    pub fn start_engine(self: &Arc<Self>, rebuild_max_mb_s: f64) -> std::io::Result<()> {
+        if self.engine.get().is_none() {
+            let engine = Engine::start(self, rebuild_max_mb_s)?;
+            if let Err(engine) = self.engine.set(engine) {
+                engine.stop();
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop the engine thread (at volume stop; requests after it are timed in their thread
+    /// again).
+    pub fn stop_engine(&self) {
+        if let Some(engine) = self.engine.get() {
+            engine.stop();
+        }
+    }
+
+    /// A member was replaced: the engine starts its rebuild. False without an engine.
+    pub fn kick_background(&self) -> bool {
+        self.engine.get().inspect(|e| e.kick()).is_some()
+    }
+
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.get()
     }
 
     /// Which members are in sync.
@@ -435,6 +489,19 @@ impl Volume {
     /// with nothing cached answers at once, without waking.
     fn flush_drive_caches(&self) {
         let now = self.clock.now();
+        // The engine's own background work (a tick clearing bitmap bits) flushes in place.
+        if let Some(engine) = self.engine.get().filter(|e| !e.is_current_thread()) {
+            let done = engine.submit_flush(now);
+            if self
+                .slots
+                .iter()
+                .any(|s| s.live_store().is_some_and(|s| s.emulates_timing()))
+            {
+                // Closed only if the engine stopped: the flush then goes on untimed.
+                let _ = done.recv();
+            }
+            return;
+        }
         let mut until = f64::NEG_INFINITY;
         for slot in &self.slots {
             let done = lock(&slot.drive).flush(now);

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{Health, Span, Volume, VolumeError};
+use crate::layout::{Buf, MemberIo};
 use crate::member::Member;
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
@@ -84,12 +85,27 @@ impl Volume {
     /// Copy the next `chunk` bytes onto a rebuilding member; returns the new watermark, or
     /// None once the member is in sync. Only I/O to the chunk being copied waits for it.
     pub fn rebuild_step(&self, member: usize, chunk: u64) -> Result<Option<u64>, VolumeError> {
+        Ok(match self.rebuild_chunk(member, chunk, false)? {
+            RebuildProgress::Copied { watermark, .. } => Some(watermark),
+            RebuildProgress::Done | RebuildProgress::Busy => None,
+        })
+    }
+
+    /// One rebuild step. In the thread (`on_core` false) it waits for the chunk's lock and
+    /// waits out the drive model; on the event core it never waits (Busy if a request holds
+    /// the chunk) and hands the member I/O back for the core to queue as background work.
+    pub(super) fn rebuild_chunk(
+        &self,
+        member: usize,
+        chunk: u64,
+        on_core: bool,
+    ) -> Result<RebuildProgress, VolumeError> {
         let slot = self
             .slots
             .get(member)
             .ok_or_else(|| self.member_error(member, "no such member"))?;
         let Health::Rebuilding { watermark } = slot.health() else {
-            return Ok(None);
+            return Ok(RebuildProgress::Done);
         };
         let end = self.layout.member_data_bytes();
         if watermark >= end {
@@ -103,23 +119,23 @@ impl Volume {
             {
                 let mut health = lock(&slot.health);
                 if !matches!(*health, Health::Rebuilding { .. }) {
-                    return Ok(None);
+                    return Ok(RebuildProgress::Done);
                 }
                 *health = Health::InSync;
             }
             self.write_headers_locked()?;
             tracing::info!(volume = %self.name, member, "rebuild complete");
-            return Ok(None);
+            return Ok(RebuildProgress::Done);
         }
         let len = chunk.min(end - watermark);
-        let _exclusive = self.ranges.acquire(
-            &[Span {
-                group: self.group_of(member),
-                start: watermark,
-                end: watermark + len,
-            }],
-            true,
-        );
+        let span = [Span {
+            group: self.group_of(member),
+            start: watermark,
+            end: watermark + len,
+        }];
+        let Some(_exclusive) = self.ranges.acquire_if(&span, true, !on_core) else {
+            return Ok(RebuildProgress::Busy);
+        };
         let to = slot
             .live_store()
             .ok_or_else(|| self.member_error(member, "the replacement is gone"))?;
@@ -130,16 +146,18 @@ impl Volume {
         let plan = self
             .recover_block(member, watermark, &mut buf)
             .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
-        let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
-        let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
-        let timed = to.emulates_timing()
-            || plan.reads.iter().any(|io| {
-                self.slots[io.member]
-                    .live_store()
-                    .is_some_and(|s| s.emulates_timing())
-            });
-        if timed {
-            self.clock.sleep_until(write_done);
+        if !on_core {
+            let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
+            let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
+            let timed = to.emulates_timing()
+                || plan.reads.iter().any(|io| {
+                    self.slots[io.member]
+                        .live_store()
+                        .is_some_and(|s| s.emulates_timing())
+                });
+            if timed {
+                self.clock.sleep_until(write_done);
+            }
         }
         to.write_at(&buf, DATA_OFFSET + watermark)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
@@ -151,6 +169,30 @@ impl Volume {
                 *health = Health::Rebuilding { watermark };
             }
         }
-        Ok(Some(watermark))
+        Ok(RebuildProgress::Copied {
+            watermark,
+            reads: plan.reads,
+            write: MemberIo {
+                member,
+                member_offset: watermark - len,
+                len,
+                buf: Buf::Caller(0),
+            },
+        })
     }
+}
+
+/// What one rebuild step did.
+#[derive(Debug)]
+pub(super) enum RebuildProgress {
+    /// The member is in sync (or no longer rebuilding).
+    Done,
+    /// A request holds the chunk: try again a little later.
+    Busy,
+    /// Copied up to `watermark`, with this member I/O.
+    Copied {
+        watermark: u64,
+        reads: Vec<MemberIo>,
+        write: MemberIo,
+    },
 }

@@ -4,6 +4,7 @@
 //! member storage differ.
 
 mod bitmap;
+mod engine;
 mod identity;
 mod io;
 mod membership;
@@ -15,7 +16,7 @@ mod runner;
 mod status;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -35,10 +36,11 @@ use crate::trace::TraceRecorder;
 pub use bitmap::{
     file_bytes as bitmap_file_bytes, region_bytes as bitmap_region_bytes, Recovered, WriteIntent,
 };
+pub use engine::Engine;
 pub use power::MAX_HINT_EXTENTS;
 pub use range_lock::{RangeGuard, RangeLocks, Span};
 pub use resync::ScrubReport;
-pub use runner::{Finished, Request, Runner};
+pub use runner::{Finished, QueueDepths, Request, Runner};
 pub use status::{MemberStatus, VolumeStatus};
 
 /// Read errors a member may have (each corrected from its mirror) before it is failed
@@ -160,6 +162,11 @@ pub struct Volume {
     /// The metadata journal on the state device (None in virtual time).
     meta: Option<crate::journal::meta::MetaJournal>,
     latency: Histogram,
+    /// The event core serving requests in real time (the daemon); without it, a request's
+    /// timing is modelled in the caller's thread.
+    engine: OnceLock<Engine>,
+    /// While a tick runs on the event core: the member I/O of its background work.
+    background_io: Mutex<Option<Vec<resync::BackgroundIo>>>,
 }
 
 impl Volume {
@@ -189,6 +196,8 @@ impl Volume {
             identity: Mutex::new(identity),
             meta: None,
             latency: Histogram::default(),
+            engine: OnceLock::new(),
+            background_io: Mutex::new(None),
         }
     }
 

@@ -38,6 +38,15 @@ pub struct RangeGuard<'a> {
 impl RangeLocks {
     /// Take every span at once (all or nothing, so two requests cannot deadlock).
     pub fn acquire(&self, spans: &[Span], exclusive: bool) -> RangeGuard<'_> {
+        loop {
+            if let Some(guard) = self.take(spans, exclusive, true) {
+                return guard;
+            }
+        }
+    }
+
+    /// Take the spans, waiting for conflicting holders to release them if `wait`.
+    fn take(&self, spans: &[Span], exclusive: bool, wait: bool) -> Option<RangeGuard<'_>> {
         let id = {
             let mut next = lock(&self.next_id);
             *next += 1;
@@ -50,13 +59,30 @@ impl RangeLocks {
             });
             if !conflict {
                 held.extend(spans.iter().map(|s| (id, *s, exclusive)));
-                return RangeGuard { locks: self, id };
+                return Some(RangeGuard { locks: self, id });
+            }
+            if !wait {
+                return None;
             }
             held = self
                 .released
                 .wait(held)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+}
+
+impl RangeLocks {
+    /// `acquire` when `wait`; otherwise the spans only if none conflicts now, else None
+    /// (the event core must never wait for a lock a caller holds while it waits for the
+    /// core).
+    pub fn acquire_if(
+        &self,
+        spans: &[Span],
+        exclusive: bool,
+        wait: bool,
+    ) -> Option<RangeGuard<'_>> {
+        self.take(spans, exclusive, wait)
     }
 }
 

@@ -21,6 +21,10 @@ const CHUNK: u64 = 1 << 20;
 /// Resync work done per tick before the tick returns (the rest waits for the next one).
 const RESYNC_BUDGET: Duration = Duration::from_millis(50);
 
+/// Member I/O of background work done during a tick on the event core: (kind, member,
+/// member offset, length).
+pub(super) type BackgroundIo = (IoKind, usize, u64, u64);
+
 /// Progress of the periodic scrub, done a little per tick while the members are awake.
 #[derive(Debug, Default)]
 pub struct ScrubRun {
@@ -72,7 +76,7 @@ impl Volume {
         };
         for &region in regions {
             if intent.needs_resync(region) {
-                self.resync_region(region)?;
+                self.resync_region(region, true)?;
             }
         }
         Ok(())
@@ -81,15 +85,21 @@ impl Volume {
     /// Make a dirty region consistent: per sync group, the personality compares what the
     /// in-sync members hold and says what to rewrite (the first mirror's bytes over the
     /// others, parity recomputed from the data).
-    fn resync_region(&self, region: u64) -> Result<(), VolumeError> {
+    /// Without `wait` (background work on the event core, which must never wait for a lock
+    /// a request holds while it waits for the core) a region in use is left for later:
+    /// returns false.
+    fn resync_region(&self, region: u64, wait: bool) -> Result<bool, VolumeError> {
         let Some(intent) = &self.intent else {
-            return Ok(());
+            return Ok(true);
         };
         let start = region * intent.region_bytes();
         let end = (start + intent.region_bytes()).min(self.layout.member_data_bytes());
-        let _exclusive = self.ranges.acquire(&self.group_spans(start, end), true);
+        let spans = self.group_spans(start, end);
+        let Some(_exclusive) = self.ranges.acquire_if(&spans, true, wait) else {
+            return Ok(false);
+        };
         if !intent.needs_resync(region) {
-            return Ok(()); // another request did it while we waited
+            return Ok(true); // another request did it while we waited
         }
         for members in self.sync_groups() {
             if !members
@@ -117,7 +127,7 @@ impl Volume {
         }
         intent.resynced(region, self.clock.now());
         tracing::debug!(volume = %self.name, region, "region resynced");
-        Ok(())
+        Ok(true)
     }
 
     /// Rewrite member bytes for resync or scrub; true if they landed.
@@ -139,10 +149,24 @@ impl Volume {
         }
     }
 
-    /// Charge background I/O to the drive model (ledger and queue), without waiting on it.
+    /// Charge background I/O to the drive model (ledger and queue), without waiting on it:
+    /// during a tick on the event core it is handed to the core (queued as background
+    /// class), otherwise played on the drive at once.
     fn account(&self, member: usize, kind: IoKind, offset: u64, len: u64) {
+        if let Some(sink) = lock(&self.background_io).as_mut() {
+            sink.push((kind, member, offset, len));
+            return;
+        }
         let now = self.clock.now();
         lock(&self.slots[member].drive).submit(now, kind, offset, len);
+    }
+
+    /// `Volume::tick` on the event core: returns the member I/O its background work did
+    /// (kind, member, offset, len), for the core to queue.
+    pub(super) fn tick_on_core(&self) -> Vec<BackgroundIo> {
+        *lock(&self.background_io) = Some(Vec::new());
+        self.tick();
+        lock(&self.background_io).take().unwrap_or_default()
     }
 
     /// Regions still to resync after an unclean stop.
@@ -162,9 +186,13 @@ impl Volume {
             let Some(region) = intent.next_to_resync() else {
                 break;
             };
-            if let Err(e) = self.resync_region(region) {
-                tracing::error!(volume = %self.name, region, error = %e, "resync failed");
-                break;
+            match self.resync_region(region, false) {
+                Ok(true) => {}
+                Ok(false) => break, // in use: the next tick
+                Err(e) => {
+                    tracing::error!(volume = %self.name, region, error = %e, "resync failed");
+                    break;
+                }
             }
             if intent.resync_pending() == 0 {
                 tracing::info!(volume = %self.name, "resync complete");
@@ -221,12 +249,20 @@ impl Volume {
             }
             let len = CHUNK.min(end - offset);
             let mut report = std::mem::take(&mut run.report);
+            let mut in_use = false;
             for group in self.sync_groups() {
-                if let Err(e) = self.scrub_chunk(&group, offset, len, true, &mut report) {
-                    tracing::error!(volume = %self.name, offset, error = %e, "periodic scrub");
+                match self.scrub_chunk(&group, offset, len, true, false, &mut report) {
+                    Ok(done) => in_use |= !done,
+                    Err(e) => {
+                        tracing::error!(volume = %self.name, offset, error = %e, "periodic scrub")
+                    }
                 }
             }
             run.report = report;
+            if in_use {
+                // A request holds part of the chunk: compare it again at the next tick.
+                break;
+            }
             run.cursor = Some(offset + len);
         }
     }
@@ -258,7 +294,7 @@ impl Volume {
         while offset < end {
             let len = CHUNK.min(end - offset);
             for group in self.sync_groups() {
-                self.scrub_chunk(&group, offset, len, repair, &mut report)?;
+                self.scrub_chunk(&group, offset, len, repair, true, &mut report)?;
             }
             offset += len;
         }
@@ -320,25 +356,28 @@ impl Volume {
     }
 
     /// Check one chunk of a sync group whose members are all in sync; with `repair`, rewrite
-    /// what the personality says is wrong.
+    /// what the personality says is wrong. Without `wait`, a chunk in use is skipped:
+    /// returns false.
     fn scrub_chunk(
         &self,
         members: &[usize],
         offset: u64,
         len: u64,
         repair: bool,
+        wait: bool,
         report: &mut ScrubReport,
-    ) -> Result<(), VolumeError> {
+    ) -> Result<bool, VolumeError> {
         if members.len() < 2
             || members
                 .iter()
                 .any(|&m| self.slots[m].health() != Health::InSync)
         {
-            return Ok(());
+            return Ok(true);
         }
-        let _exclusive = self
-            .ranges
-            .acquire(&self.group_spans_of(members, offset, len), true);
+        let spans = self.group_spans_of(members, offset, len);
+        let Some(_exclusive) = self.ranges.acquire_if(&spans, true, wait) else {
+            return Ok(false);
+        };
         let copies = self.read_group(members, offset, len, report);
         let verdict = self
             .layout
@@ -348,18 +387,18 @@ impl Volume {
                 problem: format!("scrub: {problem}"),
             })?;
         if verdict.rewrites.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         report.mismatched_chunks += 1;
         if !repair {
-            return Ok(());
+            return Ok(true);
         }
         for (m, bytes) in verdict.rewrites {
             if self.rewrite(m, offset, &bytes, "scrub repair write error") {
                 report.repaired_chunks += 1;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn group_spans_of(&self, members: &[usize], start: u64, len: u64) -> Vec<Span> {

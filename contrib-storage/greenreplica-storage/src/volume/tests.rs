@@ -53,7 +53,24 @@ pub(super) fn build(
     clock: Arc<dyn Clock>,
     chunk: u64,
 ) -> Volume {
-    let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+    let mut v = build_with_profile(kind, stores, clock, chunk, "test-fast");
+    if let Some(identity) = identity {
+        *lock(&v.identity) = Some(identity);
+    }
+    v.name = "t".into();
+    v
+}
+
+/// A volume over `stores` whose drives are modelled by `profile`.
+pub(super) fn build_with_profile(
+    kind: LayoutKind,
+    stores: Vec<Arc<dyn Member>>,
+    clock: Arc<dyn Clock>,
+    chunk: u64,
+    profile: &str,
+) -> Volume {
+    let identity = None;
+    let profile = Arc::new(DriveProfile::load(profile).unwrap());
     let layout = layout::build(kind, stores.len(), (MEMBER as u64) - DATA_OFFSET, chunk).unwrap();
     let slots = stores
         .into_iter()
