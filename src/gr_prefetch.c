@@ -201,6 +201,47 @@ gr_os_reopen(int *open_file, int fd, int file, char **paths)
 }
 
 /*
+ * The next relation fork of the sorted block list, from *i, whose file exists:
+ * its blocks are [*i, *file_end) and *smgr opens it.  A fork created later in
+ * the window, or dropped already, is redo's business: its blocks are counted as
+ * skipped and passed over.  False at the end of the list or when the batch is
+ * to stop (result->aborted set).
+ */
+static bool
+gr_next_fork(const GrBlockKey *blocks, uint64 n, uint64 *i,
+			 GrPrefetchResult *result, GrAbortCheck abort_check,
+			 RelFileNode *rnode, SMgrRelation *smgr, uint64 *file_end)
+{
+	while (*i < n && !result->aborted)
+	{
+		ForkNumber	fork = (ForkNumber) blocks[*i].fork;
+		uint64		end = *i;
+
+		while (end < n && gr_same_file(&blocks[*i], &blocks[end]))
+			end++;
+		if (abort_check())
+		{
+			result->aborted = true;
+			return false;
+		}
+		rnode->spcNode = blocks[*i].spc;
+		rnode->dbNode = blocks[*i].db;
+		rnode->relNode = blocks[*i].rel;
+		*smgr = smgropen(*rnode, InvalidBackendId);
+		if (fork < 0 || fork > MAX_FORKNUM || fork == INIT_FORKNUM ||
+			!smgrexists(*smgr, fork))
+		{
+			result->blocks_skipped += end - *i;
+			*i = end;
+			continue;
+		}
+		*file_end = end;
+		return true;
+	}
+	return false;
+}
+
+/*
  * The os_cache read path: plan the merged ranges of every segment file,
  * sort them physically, announce them all, then wait for them in order.
  */
@@ -218,37 +259,16 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 	uint64		r;
 	int			fd = -1;
 	int			open_file = -1;
+	RelFileNode rnode;
+	SMgrRelation smgr;
+	uint64		file_end;
 
 	/* Plan: the ranges of each segment file, below the fork's current end. */
-	while (i < n)
+	while (gr_next_fork(blocks, n, &i, result, abort_check, &rnode, &smgr, &file_end))
 	{
-		RelFileNode rnode;
 		ForkNumber	fork = (ForkNumber) blocks[i].fork;
-		SMgrRelation smgr;
-		BlockNumber nblocks;
-		uint64		file_end = i;
-		char	   *path;
-
-		while (file_end < n && gr_same_file(&blocks[i], &blocks[file_end]))
-			file_end++;
-		if (abort_check())
-		{
-			result->aborted = true;
-			break;
-		}
-		rnode.spcNode = blocks[i].spc;
-		rnode.dbNode = blocks[i].db;
-		rnode.relNode = blocks[i].rel;
-		smgr = smgropen(rnode, InvalidBackendId);
-		if (fork < 0 || fork > MAX_FORKNUM || fork == INIT_FORKNUM ||
-			!smgrexists(smgr, fork))
-		{
-			result->blocks_skipped += file_end - i;
-			i = file_end;
-			continue;
-		}
-		nblocks = smgrnblocks(smgr, fork);
-		path = relpathperm(rnode, fork);
+		BlockNumber nblocks = smgrnblocks(smgr, fork);
+		char	   *path = relpathperm(rnode, fork);
 
 		while (i < file_end)
 		{
@@ -360,6 +380,9 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 	const GrBlockKey *blocks;
 	uint64		n;
 	uint64		i;
+	uint64		file_end;
+	RelFileNode rnode;
+	SMgrRelation smgr;
 	instr_time	started;
 	instr_time	took;
 
@@ -380,38 +403,10 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 	}
 
 	i = 0;
-	while (i < n && !result->aborted)
+	while (gr_next_fork(blocks, n, &i, result, abort_check, &rnode, &smgr, &file_end))
 	{
-		RelFileNode rnode;
 		ForkNumber	fork = (ForkNumber) blocks[i].fork;
-		SMgrRelation smgr;
-		BlockNumber nblocks;
-		uint64		file_end = i;
-
-		/* The blocks of this relation fork: [i, file_end). */
-		while (file_end < n && gr_same_file(&blocks[i], &blocks[file_end]))
-			file_end++;
-
-		if (abort_check())
-		{
-			result->aborted = true;
-			break;
-		}
-
-		rnode.spcNode = blocks[i].spc;
-		rnode.dbNode = blocks[i].db;
-		rnode.relNode = blocks[i].rel;
-		smgr = smgropen(rnode, InvalidBackendId);
-
-		/* Created later in the window, or dropped already: redo's business. */
-		if (fork < 0 || fork > MAX_FORKNUM || fork == INIT_FORKNUM ||
-			!smgrexists(smgr, fork))
-		{
-			result->blocks_skipped += file_end - i;
-			i = file_end;
-			continue;
-		}
-		nblocks = smgrnblocks(smgr, fork);
+		BlockNumber nblocks = smgrnblocks(smgr, fork);
 
 		while (i < file_end)
 		{
