@@ -15,6 +15,9 @@ Configurations:
                       15's recovery prefetcher at full strength (TUNED_STOCK below)
   defer               greenreplica batches, the scheduler tells the agent when to sleep
   compact             as defer, with compaction (fold, sort, prefetch)
+  compact_os          as compact, PREFETCH through the OS page cache (prefetch_method =
+                      os_cache, merge gap = the drive's break-even gap) and PostgreSQL's
+                      recovery prefetcher off (its reads are wasted on a compacting standby)
 
 Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
 Writes the results as JSON (latest.json and a dated copy) and PNG plots.
@@ -43,7 +46,7 @@ TUNED_STOCK = """recovery_prefetch = on
 maintenance_io_concurrency = 256
 wal_decode_buffer_size = 64MB
 """
-ALL_CONFIGS = STOCK + ("defer", "compact")
+ALL_CONFIGS = STOCK + ("defer", "compact", "compact_os")
 
 
 def log(msg):
@@ -71,6 +74,7 @@ class Agent:
         self.idle_short = idle_short
         self.member_size = member_size
         self.proc = None
+        self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
 
     def template(self, name, policy):
         return f"""
@@ -105,6 +109,7 @@ volume_directories = ["{self.work / 'volumes'}"]
         config += self.template("idle_timeout_600", "idle-timeout:600")
         config += self.template("idle_timeout_short", f"idle-timeout:{self.idle_short}")
         config += self.template("cooperative", "cooperative:600")
+        config += self.extra_config
         (self.work / "agent.toml").write_text(config)
         self.log = open(self.work / "agent.log", "a")
         self.proc = subprocess.Popen([str(self.bin), "serve", "--config", str(self.work / "agent.toml")],
@@ -199,12 +204,68 @@ def standby_conf(config, args, volume):
         return common + "greenreplica.mode = off\n" + TUNED_STOCK
     if config in STOCK:
         return common + "greenreplica.mode = off\n"
-    return common + f"""greenreplica.mode = {config}
+    extra = ""
+    if config == "compact_os":
+        extra = (f"greenreplica.prefetch_method = os_cache\n"
+                 f"greenreplica.prefetch_merge_gap = {break_even_gap_blocks(args.profile)}\n"
+                 "recovery_prefetch = off\n")
+    return common + extra + f"""greenreplica.mode = {config.removesuffix('_os')}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
 greenreplica.agent_socket = '{volume.socket}'
 greenreplica.agent_volume = '{config}'
 """
+
+
+def break_even_gap_blocks(profile):
+    """The drive's break-even gap in 8 KiB blocks: (average seek + half a rotation) over the
+    transfer time of a block at the outer zone's media rate (gr_break_even_gap() in C)."""
+    import tomllib
+    spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
+    reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
+    zones = spec.get("geometry", {}).get("zones") or []
+    if zones and "sectors_per_track" in zones[0]:
+        media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
+                      * spec["rpm"] / 60 / 1e6)
+    else:
+        media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
+    return int(reposition_ms / (8192 / (media_mb_s * 1e6) * 1000))
+
+
+def promote_at_worst_phase(node, primary, args):
+    """Keep the TPC-C load going until the standby sleeps with its largest backlog (unapplied
+    WAL at 90 % of the window, or an RTO estimate at 90 % of the RTO: the next batch is
+    about to start and the volume is asleep), then promote it and time the first write."""
+    window = int(node.psql(f"SELECT pg_size_bytes('{args.window}')"))
+    load = subprocess.Popen(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin",
+                             *[f"{k}={v}" for k, v in primary.env().items()],
+                             "bash", str(TPCC), "run", str(args.worst_phase_wait), str(args.clients),
+                             "-R", str(args.rate)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + args.worst_phase_wait
+    at = None
+    try:
+        while time.time() < deadline and load.poll() is None:
+            try:
+                phase, unapplied, est = node.psql(
+                    "SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0) "
+                    "FROM greenreplica_status").split("|")
+            except subprocess.CalledProcessError:
+                time.sleep(0.5)
+                continue
+            if phase == "sleep" and (int(unapplied) >= 0.9 * window or float(est) >= 0.9 * args.rto):
+                at = {"phase": phase, "unapplied_bytes": int(unapplied), "rto_estimate_s": float(est)}
+                break
+            time.sleep(0.5)
+    finally:
+        load.terminate()
+        load.wait()
+    if at is None:
+        log(f"  worst phase not reached within {args.worst_phase_wait} s: promoting anyway")
+        at = {"phase": "not reached"}
+    at["rto_measured_s"] = promote_and_time(node)
+    log(f"  promoted at the worst phase {at}")
+    return at
 
 
 STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
@@ -301,6 +362,11 @@ def main():
     p.add_argument("--shared-buffers", default="128MB",
                    help="every standby's shared_buffers; a window's distinct blocks should fit")
     p.add_argument("--configs", default=",".join(ALL_CONFIGS))
+    p.add_argument("--worst-phase-failover", default=None, metavar="CONFIG",
+                   help="after the workload, keep the load going until this batching standby sleeps "
+                        "with its largest backlog, and promote it then (the others at the end)")
+    p.add_argument("--worst-phase-wait", type=int, default=900,
+                   help="longest wait for the worst phase, s")
     p.add_argument("--results", default=str(ROOT / "bench" / "results"))
     p.add_argument("--name", default="latest", help="results file stem")
     args = p.parse_args()
@@ -344,7 +410,7 @@ checkpoint_timeout = {args.checkpoint_timeout}
 
         standbys = {}
         for i, config in enumerate(configs):
-            template = {"defer": "cooperative", "compact": "cooperative",
+            template = {"defer": "cooperative", "compact": "cooperative", "compact_os": "cooperative",
                         "stock_tuned": "idle_timeout_short"}.get(config, config)
             vts = agent.create_volume(config, template)
             node = Node(work, config, 56101 + i)
@@ -397,11 +463,18 @@ primary_slot_name = '{config}'
         vols = agent.volumes()
         primary_check = primary.tpcc("check", check=False).returncode == 0
 
+        worst = None
+        if args.worst_phase_failover in standbys:
+            log(f"failover at the worst phase: {args.worst_phase_failover}")
+            worst = promote_at_worst_phase(standbys[args.worst_phase_failover], primary, args)
         log("failover: promoting every standby, timing its first committed write")
         results = {}
         for config, node in standbys.items():
             status = samples[config][-1] if samples[config] else {}
-            rto_measured = promote_and_time(node)
+            if worst is not None and config == args.worst_phase_failover:
+                rto_measured = worst["rto_measured_s"]
+            else:
+                rto_measured = promote_and_time(node)
             check = node.tpcc("check", check=False).returncode == 0
             d = delta(after[config], before[config])
             profile = vols[config]["profile"]
@@ -423,6 +496,7 @@ primary_slot_name = '{config}'
                 "batches": status.get("batches") if config not in STOCK else None,
                 "rto_configured_s": args.rto if config not in STOCK else None,
                 "rto_measured_s": rto_measured,
+                "promoted_at_worst_phase": worst if config == args.worst_phase_failover else None,
                 "tpcc_consistent_after_failover": check,
                 "profile": {k: profile[k] for k in ("name", "active_w", "idle_w", "standby_w",
                                                     "spin_up_s", "break_even_s")},
