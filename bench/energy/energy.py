@@ -75,6 +75,7 @@ class Agent:
         self.member_size = member_size
         self.proc = None
         self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
+        self.agent_options = ""  # more keys of its [agent] section, e.g. fuse_threads
 
     def template(self, name, policy):
         return f"""
@@ -104,7 +105,7 @@ group = "{group}"
 state_dir = "{self.work / 'state'}"
 runtime_dir = "{self.work / 'run'}"
 volume_directories = ["{self.work / 'volumes'}"]
-"""
+{self.agent_options}"""
         config += self.template("always_on", "always-on")
         config += self.template("idle_timeout_600", "idle-timeout:600")
         config += self.template("idle_timeout_short", f"idle-timeout:{self.idle_short}")
@@ -209,6 +210,8 @@ def standby_conf(config, args, volume):
         extra = (f"greenreplica.prefetch_method = os_cache\n"
                  f"greenreplica.prefetch_merge_gap = {break_even_gap_blocks(args.profile)}\n"
                  "recovery_prefetch = off\n")
+    if args.max_apply_delay is not None:
+        extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
     return common + extra + f"""greenreplica.mode = {config.removesuffix('_os')}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
@@ -232,18 +235,20 @@ def break_even_gap_blocks(profile):
     return int(reposition_ms / (8192 / (media_mb_s * 1e6) * 1000))
 
 
-def promote_at_worst_phase(node, primary, args):
-    """Keep the TPC-C load going until the standby sleeps with its largest backlog (unapplied
-    WAL at 90 % of the window, or an RTO estimate at 90 % of the RTO: the next batch is
-    about to start and the volume is asleep), then promote it and time the first write."""
-    window = int(node.psql(f"SELECT pg_size_bytes('{args.window}')"))
+def promote_at_worst_phase(node, primary, args, samples):
+    """Keep the TPC-C load going until the standby sleeps with its largest backlog — its RTO
+    estimate at 95 % of the largest it reached asleep during the workload (the scheduler
+    starts a batch there: the next one is about to start and the volume is asleep) — then
+    promote it and time the first write."""
+    worst = max((s.get("rto_estimate_s", 0) for s in samples if s.get("phase") == "sleep"), default=0)
+    threshold = 0.95 * worst
     load = subprocess.Popen(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin",
                              *[f"{k}={v}" for k, v in primary.env().items()],
                              "bash", str(TPCC), "run", str(args.worst_phase_wait), str(args.clients),
                              "-R", str(args.rate)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + args.worst_phase_wait
-    at = None
+    at = last = None
     try:
         while time.time() < deadline and load.poll() is None:
             try:
@@ -253,8 +258,10 @@ def promote_at_worst_phase(node, primary, args):
             except subprocess.CalledProcessError:
                 time.sleep(0.5)
                 continue
-            if phase == "sleep" and (int(unapplied) >= 0.9 * window or float(est) >= 0.9 * args.rto):
-                at = {"phase": phase, "unapplied_bytes": int(unapplied), "rto_estimate_s": float(est)}
+            last = {"phase": phase, "unapplied_bytes": int(unapplied), "rto_estimate_s": float(est),
+                    "largest_estimate_asleep_s": worst}
+            if phase == "sleep" and worst > 0 and float(est) >= threshold:
+                at = dict(last, reached=True)
                 break
             time.sleep(0.5)
     finally:
@@ -262,7 +269,7 @@ def promote_at_worst_phase(node, primary, args):
         load.wait()
     if at is None:
         log(f"  worst phase not reached within {args.worst_phase_wait} s: promoting anyway")
-        at = {"phase": "not reached"}
+        at = dict(last or {}, reached=False)
     at["rto_measured_s"] = promote_and_time(node)
     log(f"  promoted at the worst phase {at}")
     return at
@@ -362,6 +369,9 @@ def main():
     p.add_argument("--shared-buffers", default="128MB",
                    help="every standby's shared_buffers; a window's distinct blocks should fit")
     p.add_argument("--configs", default=",".join(ALL_CONFIGS))
+    p.add_argument("--max-apply-delay", default=None,
+                   help="greenreplica.max_apply_delay of defer/compact (its default, 300 s, starts a "
+                        "batch every 5 minutes whatever the RTO allows; 0: the RTO alone decides)")
     p.add_argument("--worst-phase-failover", default=None, metavar="CONFIG",
                    help="after the workload, keep the load going until this batching standby sleeps "
                         "with its largest backlog, and promote it then (the others at the end)")
@@ -466,7 +476,8 @@ primary_slot_name = '{config}'
         worst = None
         if args.worst_phase_failover in standbys:
             log(f"failover at the worst phase: {args.worst_phase_failover}")
-            worst = promote_at_worst_phase(standbys[args.worst_phase_failover], primary, args)
+            worst = promote_at_worst_phase(standbys[args.worst_phase_failover], primary, args,
+                                           samples[args.worst_phase_failover])
         log("failover: promoting every standby, timing its first committed write")
         results = {}
         for config, node in standbys.items():

@@ -7,7 +7,7 @@ bench/energy/energy.py shorter than that holds one or two batches, too few to co
 day directly.  This script takes the run's JSON and, when given, the standbys' logs (their
 "batch applied" lines) and projects:
 
-  R_apl per batch     = WAL bytes of the batch / (prefetch + apply + flush seconds)
+  R_apl               = WAL bytes of the run's batches / their prefetch + apply + flush seconds
                         (the wake, a spin-up, is the RTO budget's, not the apply rate's)
   k                   = R_apl / R_gen (R_gen: the standby's measured arrival rate)
   T_wnd (Goda)        = R_apl^2 / ((R_apl - R_gen) * R_gen) * T_RTO = k^2 / (k - 1) * T_RTO
@@ -69,9 +69,9 @@ def main():
             continue
         spin_up = r["profile"]["spin_up_s"]
         batches = batches_of(Path(args.logs) / f"{config}.log") if args.logs else []
-        full = [b for b in batches if b["wal_bytes"] >= window // 2]  # a batch of a whole window
-        rates = [b["r_apl_bytes_per_s"] for b in (full or batches) if b["r_apl_bytes_per_s"]]
-        r_apl = (sum(rates) / len(rates)) if rates else r["r_apl"]
+        # every batch's bytes over every batch's work seconds (a short catch-up batch weighs less)
+        work = sum(b["prefetch_s"] + b["apply_s"] + b["flush_s"] for b in batches)
+        r_apl = sum(b["wal_bytes"] for b in batches) / work if work else r["r_apl"]
         r_gen = r["r_gen"]
         k = r_apl / r_gen if r_apl and r_gen else None
         cap = window / r_gen if r_gen else None
@@ -84,8 +84,7 @@ def main():
         summary["configurations"][config] = {
             "batches": batches,
             "r_apl_bytes_per_s": r_apl,
-            "r_apl_source": ("batch log, batches of at least half a window" if full else
-                             "batch log, every batch" if rates else "scheduler's estimate"),
+            "r_apl_source": "batch log: WAL bytes / (prefetch + apply + flush) s" if work else "scheduler's estimate",
             "r_apl_scheduler_estimate": r["r_apl"],
             "r_gen_bytes_per_s": r_gen,
             "r_apl_over_r_gen": k,
