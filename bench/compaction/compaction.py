@@ -20,9 +20,9 @@ and the queue depth each member and the volume reached is taken from the request
 `stock` is PostgreSQL's replay without prefetch (recovery_prefetch = off); `stock_tuned` is
 what a DBA would pick instead: the recovery prefetcher at full strength (recovery_prefetch =
 on, maintenance_io_concurrency = 256, wal_decode_buffer_size = 64MB).  Every standby has the
-same shared_buffers and bgwriter settings.  Caches are dropped, then each standby replays the
-whole window, one after the other (the page cache of its volume dropped first, --evict): a stock one by dropping the delay and, once caught up,
-taking the restartpoint (CHECKPOINT: its sorted write-back and fsync, which is what FLUSH does
+same shared_buffers and bgwriter settings.  Each standby replays the whole window, one after
+the other, once the page cache of its volume is dropped (--evict): a stock one by dropping the
+delay and, once caught up, taking the restartpoint (CHECKPOINT: its sorted write-back and fsync, which is what FLUSH does
 in a batch); the others in one forced batch (greenreplica_batch_now(), rto and window_size
 large enough that the scheduler never starts one by itself).  Reported per standby: R_apl (WAL
 bytes / wall time, request to flushed), the batch's wake/prefetch/apply/flush split (from its
@@ -104,24 +104,6 @@ def totals_of_view(node, view, cols):
 
 def member_io(volume):
     return {k: sum(m["ledger"][k] for m in volume["members"]) for k in ("reads", "bytes_read", "writes", "bytes_written")}
-
-
-def profile_gap_blocks(profile):
-    """The break-even gap of the profile's drive in 8 KiB blocks: reading through g blocks
-    costs g block transfers at the media rate, repositioning costs the average seek plus half
-    a rotation (the same formula as gr_break_even_gap() in src/gr_fold.c)."""
-    import tomllib
-    spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
-    reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
-    # media rate of the outer zone when zones are given, else the interface rate
-    zones = spec.get("geometry", {}).get("zones") or []
-    if zones and "sectors_per_track" in zones[0]:
-        media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
-                      * spec["rpm"] / 60 / 1e6)
-    else:
-        media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
-    block_ms = 8192 / (media_mb_s * 1e6) * 1000
-    return int(reposition_ms / block_ms), reposition_ms, media_mb_s
 
 
 def traced_volume(agent, name, profile, member_size, members=2):
@@ -292,6 +274,8 @@ def run_profile(args, profile, port):
     os.chmod(work, 0o755)
     run(["chown", f"{energy.USER}:", str(work)])
     agent = Agent(work, profile, 2, 10, args.member_size)
+    if args.fuse_threads:
+        agent.agent_options = f"fuse_threads = {args.fuse_threads}\n"
     nodes = []
     try:
         if args.trace:
@@ -332,7 +316,7 @@ checkpoint_timeout = 30min
                          "-p", str(port), "postgres"], capture_output=True)
         standbys = {}
         node_ts = {}
-        gap, reposition_ms, media_mb_s = profile_gap_blocks(profile)
+        gap, reposition_ms, media_mb_s = energy.break_even_gap(profile)
         log(f"{profile}: break-even gap {gap} blocks (reposition {reposition_ms:.1f} ms, media {media_mb_s:.0f} MB/s)")
         for i, mode in enumerate(MODES):
             if args.trace:
@@ -576,6 +560,9 @@ def main():
     p.add_argument("--evict", choices=("volume", "global"), default="volume",
                    help="before each replay, drop the page cache of that standby's volume only "
                         "(files, loop device, its backing file) or all of it (drop_caches)")
+    p.add_argument("--fuse-threads", type=int, default=None,
+                   help="the agent's FUSE threads (its default: 8), a bound on the requests in flight "
+                        "at each volume")
     p.add_argument("--trace", action="store_true",
                    help="trace every volume's requests and account for each read it served")
     p.add_argument("--record", type=int, default=60, help="seconds of pgbench that make the window")

@@ -208,7 +208,7 @@ def standby_conf(config, args, volume):
     extra = ""
     if config == "compact_os":
         extra = (f"greenreplica.prefetch_method = os_cache\n"
-                 f"greenreplica.prefetch_merge_gap = {break_even_gap_blocks(args.profile)}\n"
+                 f"greenreplica.prefetch_merge_gap = {break_even_gap(args.profile)[0]}\n"
                  "recovery_prefetch = off\n")
     if args.max_apply_delay is not None:
         extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
@@ -220,19 +220,23 @@ greenreplica.agent_volume = '{config}'
 """
 
 
-def break_even_gap_blocks(profile):
-    """The drive's break-even gap in 8 KiB blocks: (average seek + half a rotation) over the
-    transfer time of a block at the outer zone's media rate (gr_break_even_gap() in C)."""
+def break_even_gap(profile):
+    """The break-even gap of the profile's drive in 8 KiB blocks: reading through g blocks
+    costs g block transfers at the media rate, repositioning costs the average seek plus half
+    a rotation (the same formula as gr_break_even_gap() in src/gr_fold.c).  Returns the gap,
+    the reposition time (ms) and the media rate (MB/s)."""
     import tomllib
     spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
     reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
+    # media rate of the outer zone when zones are given, else the interface rate
     zones = spec.get("geometry", {}).get("zones") or []
     if zones and "sectors_per_track" in zones[0]:
         media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
                       * spec["rpm"] / 60 / 1e6)
     else:
         media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
-    return int(reposition_ms / (8192 / (media_mb_s * 1e6) * 1000))
+    block_ms = 8192 / (media_mb_s * 1e6) * 1000
+    return int(reposition_ms / block_ms), reposition_ms, media_mb_s
 
 
 def promote_at_worst_phase(node, primary, args, samples):
