@@ -119,14 +119,14 @@ def plot(summary, rto, window, margin, png):
     ks = [2 + 0.2 * i for i in range(500)]
     ax.plot(ks, [86400 / cycle_s(k, rto) for k in ks], label=f"Goda, T_RTO {rto} s")
     spin = None
-    for c, s in summary["configurations"].items():
+    for i, (c, s) in enumerate(summary["configurations"].items()):
         if "projection" not in s or not s["r_apl_over_r_gen"]:
             continue
         spin = s["projection"]["scheduler_budget"]["budget_s"]
         k = s["r_apl_over_r_gen"]
         ax.plot([k], [s["projection"]["goda"]["cycles_per_day"]], "o", label=f"{c} (window cap applied)")
         ax.annotate(f"{c}: k {k:.1f}", (k, s["projection"]["goda"]["cycles_per_day"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+                    xytext=(4, 4 + 10 * (i % 3)), textcoords="offset points")
         ax.axhline(86400 / s["window_cap_s"], color="grey", ls=":", lw=0.8)
     if spin:
         ax.plot(ks, [86400 / cycle_s(k, spin) for k in ks], ls="--",
