@@ -8,7 +8,7 @@
 # PGXS is included only when no project entry point was asked for: the
 # entry points call back into this Makefile for the PGXS steps.
 
-PROJECT_GOALS := check check-recovery demo deps storage storage-check bench-agent-fio bench-paper bench-raid
+PROJECT_GOALS := check check-recovery demo deps storage storage-check bench-agent-fio bench-paper bench-raid bench-compaction bench-compaction-tpcc
 
 ifneq ($(filter $(PROJECT_GOALS),$(MAKECMDGOALS)),)
 
@@ -50,6 +50,22 @@ bench-raid:
 bench-paper:
 	bash scripts/demo.sh --build-only
 	/usr/bin/python3 bench/energy/paper_grid.py $(PAPER_ARGS)
+
+# Replay speed of one recorded window, stock vs tuned stock vs defer vs compact (minutes per
+# profile); COMPACTION_ARGS=--window mid ...; needs what "make demo" builds.
+bench-compaction:
+	bash scripts/demo.sh --build-only
+	/usr/bin/python3 bench/compaction/compaction.py $(COMPACTION_ARGS)
+
+# The TPC-C-like windows of issue 14 (4 warehouses, both profiles, right after a checkpoint
+# and mid-cycle), each read the volume served accounted for from the agent's trace.
+TPCC_WINDOW_ARGS = --workload tpcc --warehouses 4 --profiles ultrastar-36z15,deskstar-t7k250 \
+	--record 60 --prefix 30 --shared-buffers 256MB --member-size 2GiB --trace \
+	--modes stock_tuned,defer,compact,compact_os,compact_os_nopf
+bench-compaction-tpcc:
+	bash scripts/demo.sh --build-only
+	/usr/bin/python3 bench/compaction/compaction.py $(TPCC_WINDOW_ARGS) --window fresh --out compaction-tpcc-fresh
+	/usr/bin/python3 bench/compaction/compaction.py $(TPCC_WINDOW_ARGS) --window mid --out compaction-tpcc-mid
 
 else
 

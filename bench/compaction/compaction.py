@@ -11,13 +11,18 @@ scheduler is off meanwhile.  `--window fresh` records the window right after a c
 pgbench for `--prefix` seconds after a checkpoint, replayed freely by the standbys, and only
 then holds replay and records the window: its pages were changed since the checkpoint, so
 they carry no images and must be read.  The window ends with a checkpoint on the primary.
+`--workload tpcc --warehouses N` records TPC-C-like windows (bench/tpcc) instead of pgbench.
+`--trace` gives every standby's volume the agent's per-request I/O trace (MSR CSV): each
+read the volume served during the replay is then assigned to a relation file of the standby's
+tablespace (by the file's extents, FIEMAP) or to the filesystem itself (metadata, journal),
+and the queue depth each member and the volume reached is taken from the requests' overlaps.
 
 `stock` is PostgreSQL's replay without prefetch (recovery_prefetch = off); `stock_tuned` is
 what a DBA would pick instead: the recovery prefetcher at full strength (recovery_prefetch =
 on, maintenance_io_concurrency = 256, wal_decode_buffer_size = 64MB).  Every standby has the
-same shared_buffers and bgwriter settings.  Caches are dropped, then each standby replays the
-whole window, one after the other: a stock one by dropping the delay and, once caught up,
-taking the restartpoint (CHECKPOINT: its sorted write-back and fsync, which is what FLUSH does
+same shared_buffers and bgwriter settings.  Each standby replays the whole window, one after
+the other, once the page cache of its volume is dropped (--evict): a stock one by dropping the
+delay and, once caught up, taking the restartpoint (CHECKPOINT: its sorted write-back and fsync, which is what FLUSH does
 in a batch); the others in one forced batch (greenreplica_batch_now(), rto and window_size
 large enough that the scheduler never starts one by itself).  Reported per standby: R_apl (WAL
 bytes / wall time, request to flushed), the batch's wake/prefetch/apply/flush split (from its
@@ -101,22 +106,125 @@ def member_io(volume):
     return {k: sum(m["ledger"][k] for m in volume["members"]) for k in ("reads", "bytes_read", "writes", "bytes_written")}
 
 
-def profile_gap_blocks(profile):
-    """The break-even gap of the profile's drive in 8 KiB blocks: reading through g blocks
-    costs g block transfers at the media rate, repositioning costs the average seek plus half
-    a rotation (the same formula as gr_break_even_gap() in src/gr_fold.c)."""
-    import tomllib
-    spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
-    reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
-    # media rate of the outer zone when zones are given, else the interface rate
-    zones = spec.get("geometry", {}).get("zones") or []
-    if zones and "sectors_per_track" in zones[0]:
-        media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
-                      * spec["rpm"] / 60 / 1e6)
-    else:
-        media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
-    block_ms = 8192 / (media_mb_s * 1e6) * 1000
-    return int(reposition_ms / block_ms), reposition_ms, media_mb_s
+def traced_volume(agent, name, profile, member_size, members=2):
+    """agent.toml sections for a volume like the "always_on" template's, configured (not
+    created over the socket) so that it can carry a trace."""
+    mount = agent.work / "volumes" / name
+    text = f"""
+[[volume]]
+name = "{name}"
+layout = "raid10"
+policy = "always-on"
+trace = "{agent.work / f'{name}.trace.csv'}"
+[volume.export]
+mount_point = "{mount}"
+owner = "{energy.USER}"
+mode = "0755"
+"""
+    for i in range(members):
+        text += f"""[[volume.member]]
+kind = "emulated-hdd"
+path = "{agent.work / 'members' / f'{name}-{i}.img'}"
+size = "{member_size}"
+profile = "{profile}"
+"""
+    return text
+
+
+def file_extents(directory):
+    """(start byte, end byte, file) of every extent of every file under directory, on the
+    filesystem's device (filefrag's FIEMAP, 4 KiB units)."""
+    import re
+    extents = []
+    for f in sorted(Path(directory).rglob("*")):
+        if not f.is_file():
+            continue
+        out = run(["filefrag", "-e", "-b4096", str(f)], capture_output=True).stdout
+        for m in re.finditer(r"^\s*\d+:\s*\d+\.\.\s*\d+:\s*(\d+)\.\.\s*(\d+):", out, re.M):
+            extents.append((int(m.group(1)) * 4096, (int(m.group(2)) + 1) * 4096, f.name))
+    extents.sort()
+    return extents
+
+
+def trace_rows(path, start_byte):
+    """The trace's rows after start_byte: (disk, kind, offset, size, start tick, end tick)."""
+    rows = []
+    with open(path, "rb") as f:
+        f.seek(start_byte)
+        for line in f.read().decode(errors="replace").splitlines():
+            parts = line.split(",")
+            if len(parts) != 7 or not parts[0].isdigit():
+                continue
+            end, disk, kind, off, size, resp = (int(parts[0]), int(parts[2]), parts[3], int(parts[4]),
+                                                int(parts[5]), int(parts[6]))
+            rows.append((disk, kind, off, size, end - resp, end))
+    return rows
+
+
+def max_overlap(intervals):
+    """The most intervals open at once (a request's queue depth at its disk)."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    depth = best = 0
+    for _, d in events:
+        depth += d
+        best = max(best, depth)
+    return best
+
+
+def account_trace(rows, extents):
+    """Every read the volume served, by where it landed; queue depths reached."""
+    import bisect
+    starts = [e[0] for e in extents]
+    reads = [r for r in rows if r[0] == 0 and r[1] == "Read"]
+    acc = {"volume_reads": len(reads), "volume_read_bytes": sum(r[3] for r in reads),
+           "relation_file_reads": 0, "relation_file_read_bytes": 0,
+           "filesystem_reads": 0, "filesystem_read_bytes": 0,
+           "volume_read_sizes": {}, "relation_blocks_read_more_than_once": 0}
+    seen = {}
+    by_file = {}
+    for _, _, off, size, _, _ in reads:
+        acc["volume_read_sizes"][str(size)] = acc["volume_read_sizes"].get(str(size), 0) + 1
+        i = bisect.bisect_right(starts, off) - 1
+        if i >= 0 and extents[i][0] <= off < extents[i][1]:
+            acc["relation_file_reads"] += 1
+            acc["relation_file_read_bytes"] += size
+            by_file[extents[i][2]] = by_file.get(extents[i][2], 0) + 1
+            for b in range(off // 8192, (off + size - 1) // 8192 + 1):
+                seen[b] = seen.get(b, 0) + 1
+        else:
+            acc["filesystem_reads"] += 1
+            acc["filesystem_read_bytes"] += size
+    acc["relation_blocks_read_more_than_once"] = sum(1 for v in seen.values() if v > 1)
+    acc["reads_by_file"] = dict(sorted(by_file.items(), key=lambda kv: -kv[1])[:10])
+    writes = [r for r in rows if r[0] == 0 and r[1] == "Write"]
+    acc["volume_writes"] = len(writes)
+    acc["volume_write_bytes"] = sum(r[3] for r in writes)
+    disks = sorted({r[0] for r in rows})
+    acc["max_queue_depth"] = {("volume" if d == 0 else f"member{d - 1}"): max_overlap(
+        [(r[4], r[5]) for r in rows if r[0] == d]) for d in disks}
+    return acc
+
+
+def evict_volume_cache(directory, loop):
+    """Drop what the page cache holds of one standby's data volume — its files, the loop
+    device and the loop's backing file — and nothing else: a global drop_caches would also
+    evict pages another job (or another standby's os_cache PREFETCH) staged."""
+    for f in Path(directory).rglob("*"):
+        if f.is_file():
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+    if loop:
+        run(["blockdev", "--flushbufs", f"/dev/{loop}"])
+        backing = Path(f"/sys/block/{loop}/loop/backing_file")
+        if backing.exists():
+            fd = os.open(backing.read_text().strip(), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def loop_device_of(directory):
@@ -165,9 +273,16 @@ def run_profile(args, profile, port):
     work = Path(tempfile.mkdtemp(prefix="greenreplica-compaction."))
     os.chmod(work, 0o755)
     run(["chown", f"{energy.USER}:", str(work)])
-    agent = Agent(work, profile, 2, 10, "4GiB")
+    agent = Agent(work, profile, 2, 10, args.member_size)
+    if args.fuse_threads:
+        agent.agent_options = f"fuse_threads = {args.fuse_threads}\n"
     nodes = []
     try:
+        if args.trace:
+            (agent.work / "members").mkdir(parents=True, exist_ok=True)
+            for mode in MODES:
+                (agent.work / "volumes" / mode).mkdir(parents=True, exist_ok=True)
+                agent.extra_config += traced_volume(agent, mode, profile, args.member_size)
         agent.start()
         primary = Node(work, "primary", port)
         nodes.append(primary)
@@ -187,13 +302,33 @@ checkpoint_timeout = 30min
         pts = work / "primary_ts"
         as_user(["mkdir", str(pts)])
         primary.psql(f"CREATE TABLESPACE data LOCATION '{pts}'")
-        as_user(["pgbench", "-i", "-q", "-s", str(args.scale), "--tablespace=data", "--index-tablespace=data",
-                 "-h", str(work), "-p", str(port), "postgres"], capture_output=True)
+        if args.workload == "tpcc":
+            primary.tpcc("init", args.warehouses, "data")
+        else:
+            as_user(["pgbench", "-i", "-q", "-s", str(args.scale), "--tablespace=data", "--index-tablespace=data",
+                     "-h", str(work), "-p", str(port), "postgres"], capture_output=True)
+
+        def workload(seconds):
+            if args.workload == "tpcc":
+                primary.tpcc("run", seconds, args.clients)
+            else:
+                as_user(["pgbench", "-n", "-T", str(seconds), "-c", str(args.clients), "-h", str(work),
+                         "-p", str(port), "postgres"], capture_output=True)
         standbys = {}
-        gap, reposition_ms, media_mb_s = profile_gap_blocks(profile)
+        node_ts = {}
+        gap, reposition_ms, media_mb_s = energy.break_even_gap(profile)
         log(f"{profile}: break-even gap {gap} blocks (reposition {reposition_ms:.1f} ms, media {media_mb_s:.0f} MB/s)")
         for i, mode in enumerate(MODES):
-            vts = agent.create_volume(mode, "always_on")
+            if args.trace:
+                mount = agent.work / "volumes" / mode
+                for _ in range(300):
+                    if energy.subprocess.run(["findmnt", str(mount)], capture_output=True).returncode == 0:
+                        break
+                    time.sleep(0.2)
+                as_user(["mkdir", "-p", str(mount / "ts")])
+                vts = mount / "ts"
+            else:
+                vts = agent.create_volume(mode, "always_on")
             node = Node(work, mode, port + 1 + i)
             as_user(["pg_basebackup", "-h", str(work), "-p", str(port), "-D", str(node.data), "-X", "stream",
                      "--checkpoint=fast", "--no-sync", "-T", f"{pts}={vts}", "-C", "-S", mode],
@@ -217,6 +352,7 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
             node.start()
             nodes.append(node)
             standbys[mode] = node
+            node_ts[mode] = vts
 
         def hold_replay():
             # recovery_min_apply_delay holds every standby alike, at the next commit record
@@ -226,9 +362,8 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
 
         if args.window == "mid":
             primary.psql("CHECKPOINT")
-            log(f"{profile}: mid-cycle: pgbench for {args.prefix} s after a checkpoint, replayed freely")
-            as_user(["pgbench", "-n", "-T", str(args.prefix), "-c", "2", "-h", str(work), "-p", str(port),
-                     "postgres"], capture_output=True)
+            log(f"{profile}: mid-cycle: {args.workload} for {args.prefix} s after a checkpoint, replayed freely")
+            workload(args.prefix)
             lsn = primary.psql("SELECT pg_current_wal_lsn()")
             for node in standbys.values():
                 while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
@@ -245,9 +380,8 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
             for d in loops.values():
                 if d:
                     Path(f"/sys/block/{d}/queue/read_ahead_kb").write_text(f"{args.read_ahead_kb}\n")
-        log(f"{profile}: recording a window: pgbench for {args.record} s")
-        as_user(["pgbench", "-n", "-T", str(args.record), "-c", "2", "-h", str(work), "-p", str(port), "postgres"],
-                capture_output=True)
+        log(f"{profile}: recording a window: {args.workload} for {args.record} s")
+        workload(args.record)
         # The window ends on a checkpoint record, so that every standby's write-back is a
         # restartpoint's: the stock standby's CHECKPOINT and a batch's FLUSH do the same work.
         primary.psql("CHECKPOINT")
@@ -272,7 +406,10 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
                   "total_prefetch_ios", "total_prefetch_bytes", "window_splits", "batches")
         for mode, node in standbys.items():
             run(["sync"])
-            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            if args.evict == "global":
+                Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            else:
+                evict_volume_cache(node_ts[mode], loops.get(mode))
             start_lsn = node.psql("SELECT pg_last_wal_replay_lsn()")
             wal_bytes = int(node.psql(f"SELECT '{lsn}'::pg_lsn - '{start_lsn}'::pg_lsn"))
             t_before = totals_of(node, totals)
@@ -280,6 +417,8 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
             loop_before = loop_io(loops[mode]) if loops.get(mode) else None
             proc_before = processes_read_bytes(node)
             pf_before = totals_of_view(node, "pg_stat_recovery_prefetch", PREFETCH_STATS)
+            trace = agent.work / f"{mode}.trace.csv"
+            trace_from = trace.stat().st_size if args.trace and trace.exists() else 0
             t0 = time.time()
             if mode in STOCK_MODES:
                 node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
@@ -321,6 +460,12 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
             }
             if loop_before:
                 r["loop_device"] = {k: loop_after[k] - loop_before[k] for k in loop_after}
+            if args.trace:
+                time.sleep(1)  # the recorder's buffer is written at the volume's flushes
+                r["trace"] = account_trace(trace_rows(trace, trace_from), file_extents(node_ts[mode]))
+                log(f"{profile} {mode}: trace {r['trace']['volume_reads']} volume reads "
+                    f"({r['trace']['relation_file_reads']} in relation files, "
+                    f"{r['trace']['filesystem_reads']} filesystem), queue depth {r['trace']['max_queue_depth']}")
             if mode not in STOCK_MODES:
                 r["phases"] = last_batch_split(node)
             if mode.startswith("compact"):
@@ -349,9 +494,9 @@ greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else 
         for node in reversed(nodes):
             node.stop("immediate")
         # keep the servers' logs for a look after a failure
-        keep = Path(tempfile.gettempdir()) / f"greenreplica-compaction-logs-{profile}"
+        keep = Path(tempfile.gettempdir()) / f"greenreplica-compaction-logs-{args.out}-{profile}"
         keep.mkdir(exist_ok=True)
-        for f in work.glob("*.log"):
+        for f in [*work.glob("*.log"), *(work / "agent").glob("*.trace.csv")]:
             run(["cp", str(f), str(keep)])
         agent.stop()
         run(["bash", str(ROOT / "scripts" / "test-agent.sh"), "stop", str(agent.work)], capture_output=True)
@@ -377,7 +522,9 @@ def plot(out, png):
     ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(profiles))])
     ax.set_xticklabels(profiles)
     ax.set_ylabel("R_apl (MB of WAL per second, request to flushed)")
-    ax.set_title(f"{setup['window']} window, pgbench scale {setup['scale']}, {setup['record']} s, "
+    load = (f"TPC-C {setup['warehouses']} warehouses" if setup.get("workload") == "tpcc"
+            else f"pgbench scale {setup['scale']}")
+    ax.set_title(f"{setup['window']} window, {load}, {setup['record']} s, "
                  f"shared_buffers {setup['shared_buffers']} (×: over stock_tuned)", fontsize=8)
     ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
     ax.legend(fontsize=7, ncol=3, loc="upper left")
@@ -404,7 +551,20 @@ def main():
     global MODES
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profiles", default="ultrastar-36z15,deskstar-t7k250")
+    p.add_argument("--workload", choices=("pgbench", "tpcc"), default="pgbench")
     p.add_argument("--scale", type=int, default=10, help="pgbench scale of the primary")
+    p.add_argument("--warehouses", type=int, default=4, help="tpcc: warehouses of the primary")
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--member-size", default="4GiB")
+    p.add_argument("--port-base", type=int, default=56300, help="primary's port (runs side by side differ)")
+    p.add_argument("--evict", choices=("volume", "global"), default="volume",
+                   help="before each replay, drop the page cache of that standby's volume only "
+                        "(files, loop device, its backing file) or all of it (drop_caches)")
+    p.add_argument("--fuse-threads", type=int, default=None,
+                   help="the agent's FUSE threads (its default: 8), a bound on the requests in flight "
+                        "at each volume")
+    p.add_argument("--trace", action="store_true",
+                   help="trace every volume's requests and account for each read it served")
     p.add_argument("--record", type=int, default=60, help="seconds of pgbench that make the window")
     p.add_argument("--shared-buffers", default="256MB")
     p.add_argument("--window", choices=("fresh", "mid"), default="fresh",
@@ -432,8 +592,8 @@ def main():
            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
            "setup": vars(args), "profiles": {}}
     for i, profile in enumerate(args.profiles.split(",")):
-        out["profiles"][profile] = run_profile(args, profile, 56300 + 10 * i)
-    (res / f"{args.out}.json").write_text(json.dumps(out, indent=2))
+        out["profiles"][profile] = run_profile(args, profile, args.port_base + 10 * i)
+        (res / f"{args.out}.json").write_text(json.dumps(out, indent=2))  # each profile as it ends
     log(f"results: {res / (args.out + '.json')}")
 
     plot(out, res / f"{args.out}.png")

@@ -15,6 +15,9 @@ Configurations:
                       15's recovery prefetcher at full strength (TUNED_STOCK below)
   defer               greenreplica batches, the scheduler tells the agent when to sleep
   compact             as defer, with compaction (fold, sort, prefetch)
+  compact_os          as compact, PREFETCH through the OS page cache (prefetch_method =
+                      os_cache, merge gap = the drive's break-even gap) and PostgreSQL's
+                      recovery prefetcher off (its reads are wasted on a compacting standby)
 
 Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
 Writes the results as JSON (latest.json and a dated copy) and PNG plots.
@@ -43,7 +46,7 @@ TUNED_STOCK = """recovery_prefetch = on
 maintenance_io_concurrency = 256
 wal_decode_buffer_size = 64MB
 """
-ALL_CONFIGS = STOCK + ("defer", "compact")
+ALL_CONFIGS = STOCK + ("defer", "compact", "compact_os")
 
 
 def log(msg):
@@ -71,6 +74,8 @@ class Agent:
         self.idle_short = idle_short
         self.member_size = member_size
         self.proc = None
+        self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
+        self.agent_options = ""  # more keys of its [agent] section, e.g. fuse_threads
 
     def template(self, name, policy):
         return f"""
@@ -100,11 +105,12 @@ group = "{group}"
 state_dir = "{self.work / 'state'}"
 runtime_dir = "{self.work / 'run'}"
 volume_directories = ["{self.work / 'volumes'}"]
-"""
+{self.agent_options}"""
         config += self.template("always_on", "always-on")
         config += self.template("idle_timeout_600", "idle-timeout:600")
         config += self.template("idle_timeout_short", f"idle-timeout:{self.idle_short}")
         config += self.template("cooperative", "cooperative:600")
+        config += self.extra_config
         (self.work / "agent.toml").write_text(config)
         self.log = open(self.work / "agent.log", "a")
         self.proc = subprocess.Popen([str(self.bin), "serve", "--config", str(self.work / "agent.toml")],
@@ -199,12 +205,78 @@ def standby_conf(config, args, volume):
         return common + "greenreplica.mode = off\n" + TUNED_STOCK
     if config in STOCK:
         return common + "greenreplica.mode = off\n"
-    return common + f"""greenreplica.mode = {config}
+    extra = ""
+    if config == "compact_os":
+        extra = (f"greenreplica.prefetch_method = os_cache\n"
+                 f"greenreplica.prefetch_merge_gap = {break_even_gap(args.profile)[0]}\n"
+                 "recovery_prefetch = off\n")
+    if args.max_apply_delay is not None:
+        extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
+    return common + extra + f"""greenreplica.mode = {config.removesuffix('_os')}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
 greenreplica.agent_socket = '{volume.socket}'
 greenreplica.agent_volume = '{config}'
 """
+
+
+def break_even_gap(profile):
+    """The break-even gap of the profile's drive in 8 KiB blocks: reading through g blocks
+    costs g block transfers at the media rate, repositioning costs the average seek plus half
+    a rotation (the same formula as gr_break_even_gap() in src/gr_fold.c).  Returns the gap,
+    the reposition time (ms) and the media rate (MB/s)."""
+    import tomllib
+    spec = tomllib.loads((ROOT / "contrib-storage" / "profiles" / f"{profile}.toml").read_text())
+    reposition_ms = spec["avg_seek_ms"] + 0.5 * 60000.0 / spec["rpm"]
+    # media rate of the outer zone when zones are given, else the interface rate
+    zones = spec.get("geometry", {}).get("zones") or []
+    if zones and "sectors_per_track" in zones[0]:
+        media_mb_s = (zones[0]["sectors_per_track"] * spec["geometry"].get("sector_bytes", 512)
+                      * spec["rpm"] / 60 / 1e6)
+    else:
+        media_mb_s = spec.get("media_mb_s", spec["transfer_mb_s"])
+    block_ms = 8192 / (media_mb_s * 1e6) * 1000
+    return int(reposition_ms / block_ms), reposition_ms, media_mb_s
+
+
+def promote_at_worst_phase(node, primary, args, samples):
+    """Keep the TPC-C load going until the standby sleeps with its largest backlog — its RTO
+    estimate at 95 % of the largest it reached asleep during the workload (the scheduler
+    starts a batch there: the next one is about to start and the volume is asleep) — then
+    promote it and time the first write."""
+    worst = max((s.get("rto_estimate_s", 0) for s in samples if s.get("phase") == "sleep"), default=0)
+    threshold = 0.95 * worst
+    load = subprocess.Popen(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin",
+                             *[f"{k}={v}" for k, v in primary.env().items()],
+                             "bash", str(TPCC), "run", str(args.worst_phase_wait), str(args.clients),
+                             "-R", str(args.rate)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + args.worst_phase_wait
+    at = last = None
+    try:
+        while time.time() < deadline and load.poll() is None:
+            try:
+                phase, unapplied, est = node.psql(
+                    "SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0) "
+                    "FROM greenreplica_status").split("|")
+            except subprocess.CalledProcessError:
+                time.sleep(0.5)
+                continue
+            last = {"phase": phase, "unapplied_bytes": int(unapplied), "rto_estimate_s": float(est),
+                    "largest_estimate_asleep_s": worst}
+            if phase == "sleep" and worst > 0 and float(est) >= threshold:
+                at = dict(last, reached=True)
+                break
+            time.sleep(0.5)
+    finally:
+        load.terminate()
+        load.wait()
+    if at is None:
+        log(f"  worst phase not reached within {args.worst_phase_wait} s: promoting anyway")
+        at = dict(last or {}, reached=False)
+    at["rto_measured_s"] = promote_and_time(node)
+    log(f"  promoted at the worst phase {at}")
+    return at
 
 
 STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
@@ -301,6 +373,14 @@ def main():
     p.add_argument("--shared-buffers", default="128MB",
                    help="every standby's shared_buffers; a window's distinct blocks should fit")
     p.add_argument("--configs", default=",".join(ALL_CONFIGS))
+    p.add_argument("--max-apply-delay", default=None,
+                   help="greenreplica.max_apply_delay of defer/compact (its default, 300 s, starts a "
+                        "batch every 5 minutes whatever the RTO allows; 0: the RTO alone decides)")
+    p.add_argument("--worst-phase-failover", default=None, metavar="CONFIG",
+                   help="after the workload, keep the load going until this batching standby sleeps "
+                        "with its largest backlog, and promote it then (the others at the end)")
+    p.add_argument("--worst-phase-wait", type=int, default=900,
+                   help="longest wait for the worst phase, s")
     p.add_argument("--results", default=str(ROOT / "bench" / "results"))
     p.add_argument("--name", default="latest", help="results file stem")
     args = p.parse_args()
@@ -344,7 +424,7 @@ checkpoint_timeout = {args.checkpoint_timeout}
 
         standbys = {}
         for i, config in enumerate(configs):
-            template = {"defer": "cooperative", "compact": "cooperative",
+            template = {"defer": "cooperative", "compact": "cooperative", "compact_os": "cooperative",
                         "stock_tuned": "idle_timeout_short"}.get(config, config)
             vts = agent.create_volume(config, template)
             node = Node(work, config, 56101 + i)
@@ -397,11 +477,19 @@ primary_slot_name = '{config}'
         vols = agent.volumes()
         primary_check = primary.tpcc("check", check=False).returncode == 0
 
+        worst = None
+        if args.worst_phase_failover in standbys:
+            log(f"failover at the worst phase: {args.worst_phase_failover}")
+            worst = promote_at_worst_phase(standbys[args.worst_phase_failover], primary, args,
+                                           samples[args.worst_phase_failover])
         log("failover: promoting every standby, timing its first committed write")
         results = {}
         for config, node in standbys.items():
             status = samples[config][-1] if samples[config] else {}
-            rto_measured = promote_and_time(node)
+            if worst is not None and config == args.worst_phase_failover:
+                rto_measured = worst["rto_measured_s"]
+            else:
+                rto_measured = promote_and_time(node)
             check = node.tpcc("check", check=False).returncode == 0
             d = delta(after[config], before[config])
             profile = vols[config]["profile"]
@@ -423,6 +511,7 @@ primary_slot_name = '{config}'
                 "batches": status.get("batches") if config not in STOCK else None,
                 "rto_configured_s": args.rto if config not in STOCK else None,
                 "rto_measured_s": rto_measured,
+                "promoted_at_worst_phase": worst if config == args.worst_phase_failover else None,
                 "tpcc_consistent_after_failover": check,
                 "profile": {k: profile[k] for k in ("name", "active_w", "idle_w", "standby_w",
                                                     "spin_up_s", "break_even_s")},
