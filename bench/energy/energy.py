@@ -240,12 +240,13 @@ def break_even_gap(profile):
 
 
 def promote_at_worst_phase(node, primary, args, samples):
-    """Keep the TPC-C load going until the standby sleeps with its largest backlog — its RTO
-    estimate at 95 % of the largest it reached asleep during the workload (the scheduler
-    starts a batch there: the next one is about to start and the volume is asleep) — then
-    promote it and time the first write."""
+    """Keep the TPC-C load going until the standby sleeps with its largest backlog — 95 % of
+    the window unapplied, or its RTO estimate at 95 % of the largest it reached asleep during
+    the workload (a batch starts at either: the volume is asleep and the next batch is about
+    to start) — then promote it and time the first write."""
     worst = max((s.get("rto_estimate_s", 0) for s in samples if s.get("phase") == "sleep"), default=0)
     threshold = 0.95 * worst
+    window = int(node.psql(f"SELECT pg_size_bytes('{args.window}')"))
     load = subprocess.Popen(["runuser", "-u", USER, "--", "env", f"PATH={PG_BIN}:/usr/bin:/bin",
                              *[f"{k}={v}" for k, v in primary.env().items()],
                              "bash", str(TPCC), "run", str(args.worst_phase_wait), str(args.clients),
@@ -264,7 +265,7 @@ def promote_at_worst_phase(node, primary, args, samples):
                 continue
             last = {"phase": phase, "unapplied_bytes": int(unapplied), "rto_estimate_s": float(est),
                     "largest_estimate_asleep_s": worst}
-            if phase == "sleep" and worst > 0 and float(est) >= threshold:
+            if phase == "sleep" and (int(unapplied) >= 0.95 * window or (worst > 0 and float(est) >= threshold)):
                 at = dict(last, reached=True)
                 break
             time.sleep(0.5)
