@@ -3,9 +3,7 @@
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
@@ -28,8 +26,6 @@ pub struct ManagedVolume {
     pub spec: VolumeSpec,
     pub volume: Arc<Volume>,
     export: Mutex<Option<Export>>,
-    rebuild_stop: Arc<AtomicBool>,
-    rebuilds: Mutex<Vec<JoinHandle<()>>>,
     /// uid of the caller that created it over the socket (None: from the config file).
     creator: Option<u32>,
     /// Who besides root may fail or replace its members: the creator, or the configured
@@ -121,8 +117,6 @@ impl Agent {
             spec,
             volume: volume.clone(),
             export: Mutex::new(None),
-            rebuild_stop: Arc::new(AtomicBool::new(false)),
-            rebuilds: Mutex::new(Vec::new()),
             creator,
             owner,
             member_dir,
@@ -138,7 +132,8 @@ impl Agent {
         match Export::start(volume.clone(), export) {
             Ok(e) => *lock(&managed.export) = Some(e),
             Err(e) => {
-                self.stop_rebuilds(&managed);
+                // Not served: its engine (and any rebuild on it) stops with it.
+                managed.volume.stop_engine();
                 return Err(e.context(format!("volume {}: export", managed.spec.name)));
             }
         }
@@ -168,18 +163,10 @@ impl Agent {
         Ok(())
     }
 
-    fn stop_rebuilds(&self, managed: &ManagedVolume) {
-        managed.rebuild_stop.store(true, Ordering::SeqCst);
-        for handle in lock(&managed.rebuilds).drain(..) {
-            let _ = handle.join();
-        }
-    }
-
     /// Tear a volume down: rebuilds, mount, loop, FUSE; then flush, mark clean, save ledger.
     fn stop_volume(&self, managed: &ManagedVolume) -> Result<()> {
         let name = &managed.spec.name;
         tracing::info!(volume = %name, "stopping volume");
-        self.stop_rebuilds(managed);
         let unexported = match lock(&managed.export).take() {
             Some(mut export) => export.stop(),
             None => Ok(()),
