@@ -95,6 +95,11 @@ enum Command {
     },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
+        /// One of the RoLo paper's seven traces (src2_2, proj_0, mds_0, wdev_0, web_1,
+        /// rsrch_2, hm_1): sets the shape; --requests, --volume-bytes and --seed still apply.
+        #[arg(long, conflicts_with_all = ["iops", "write_ratio", "request_bytes", "sequential",
+            "diurnal", "busy_share", "idle_gap_s", "variable_size"])]
+        preset: Option<String>,
         #[arg(long, default_value_t = 1_000_000)]
         requests: u64,
         /// Mean requests per second.
@@ -114,6 +119,15 @@ enum Command {
         diurnal: f64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Share of time in busy periods; below 1, requests come in bursts between idle gaps.
+        #[arg(long, default_value_t = 1.0)]
+        busy_share: f64,
+        /// Mean idle gap between bursts, seconds.
+        #[arg(long, default_value_t = 60.0)]
+        idle_gap_s: f64,
+        /// Vary request sizes around --request-bytes (4 KiB plus whole sectors).
+        #[arg(long)]
+        variable_size: bool,
     },
     /// Reliability of a mirrored layout by sequential Monte Carlo (the RoLo paper's Table 3
     /// model): disk failures and data-loss events per 1,000 arrays; prints one JSON object.
@@ -297,6 +311,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::SynthTrace {
+            preset,
             requests,
             iops,
             write_ratio,
@@ -305,16 +320,27 @@ fn run(cli: Cli) -> Result<()> {
             sequential,
             diurnal,
             seed,
+            busy_share,
+            idle_gap_s,
+            variable_size,
         } => {
-            let options = SynthOptions {
-                requests,
-                iops,
-                write_ratio,
-                request_bytes,
-                volume_bytes,
-                sequential,
-                diurnal,
-                seed,
+            let options = match preset {
+                Some(name) => synth::Preset::find(&name)
+                    .map_err(anyhow::Error::msg)?
+                    .options(requests, volume_bytes, seed),
+                None => SynthOptions {
+                    requests,
+                    iops,
+                    write_ratio,
+                    request_bytes,
+                    volume_bytes,
+                    sequential,
+                    diurnal,
+                    seed,
+                    busy_share,
+                    idle_gap_s,
+                    variable_size,
+                },
             };
             synth::validate(&options).map_err(anyhow::Error::msg)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
