@@ -13,7 +13,9 @@
 //! time since each needed disk's last scrub is drawn from the scrub process's stationary
 //! backward-recurrence law, and the chance that an error landed in the needed region in that
 //! window is 1 - exp(-window x region / eta_uf). That is exact for a stationary scrub process
-//! and much faster than stepping every disk every hour (the paper samples hourly).
+//! and much faster than stepping every disk every hour (the paper samples hourly). Two
+//! failures of one array within a scrub period see independent draws for a disk both need
+//! (such pairs are about 1 in 10,000 failures).
 //!
 //! What each layout exposes is described by copy groups: sets of (disk, region) holding all
 //! copies of some data at a time. See `groups` for each layout's assumptions.
@@ -247,7 +249,7 @@ impl Params {
         // GRAID log disk.
         if self.home_fraction * (1.0 + self.pairs as f64 * self.dirty_fraction) > 1.0 + 1e-9 {
             return Err(format!(
-                "the log does not fit: {} pairs x dirty fraction {} of home {} exceeds the free {}",
+                "the log does not fit: {} pairs x dirty fraction {} of home {} exceed the free {:.3}",
                 self.pairs,
                 self.dirty_fraction,
                 self.home_fraction,
