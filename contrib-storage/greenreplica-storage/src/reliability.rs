@@ -15,7 +15,7 @@
 //! window is 1 - exp(-window x region / eta_uf). That is exact for a stationary scrub process
 //! and much faster than stepping every disk every hour (the paper samples hourly). Two
 //! failures of one array within a scrub period see independent draws for a disk both need
-//! (such pairs are about 1 in 10,000 failures).
+//! (about 3 in 1,000 failures have another within 157 h, the mean scrub period).
 //!
 //! What each layout exposes is described by copy groups: sets of (disk, region) holding all
 //! copies of some data at a time. See `groups` for each layout's assumptions.
