@@ -26,6 +26,7 @@ pub mod power_manager;
 pub mod power_state;
 pub mod profile;
 pub mod rebuild;
+pub mod reliability;
 pub mod replay;
 pub mod safe_path;
 pub mod sd_notify;

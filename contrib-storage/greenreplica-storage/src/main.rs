@@ -95,6 +95,11 @@ enum Command {
     },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
+        /// One of the RoLo paper's seven traces (src2_2, proj_0, mds_0, wdev_0, web_1,
+        /// rsrch_2, hm_1): sets the shape; --requests, --volume-bytes and --seed still apply.
+        #[arg(long, conflicts_with_all = ["iops", "write_ratio", "request_bytes", "sequential",
+            "diurnal", "busy_share", "idle_gap_s", "variable_size"])]
+        preset: Option<String>,
         #[arg(long, default_value_t = 1_000_000)]
         requests: u64,
         /// Mean requests per second.
@@ -114,6 +119,49 @@ enum Command {
         diurnal: f64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Share of time in busy periods; below 1, requests come in bursts between idle gaps.
+        #[arg(long, default_value_t = 1.0)]
+        busy_share: f64,
+        /// Mean idle gap between bursts, seconds.
+        #[arg(long, default_value_t = 60.0)]
+        idle_gap_s: f64,
+        /// Vary request sizes around --request-bytes (4 KiB plus whole sectors).
+        #[arg(long)]
+        variable_size: bool,
+    },
+    /// Reliability of a mirrored layout by sequential Monte Carlo (the RoLo paper's Table 3
+    /// model): disk failures and data-loss events per 1,000 arrays; prints one JSON object.
+    Reliability {
+        /// raid0 | raid10 | graid | rolo-p | rolo-r | rolo-e
+        #[arg(long)]
+        layout: greenreplica_storage::reliability::Layout,
+        #[arg(long, default_value_t = 100_000)]
+        arrays: u64,
+        #[arg(long, default_value_t = 10.0)]
+        years: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Mirrored pairs per array (Table 5: 5, i.e. 10 disks).
+        #[arg(long, default_value_t = 5)]
+        pairs: usize,
+        /// Share of each primary's data whose newest copy is in the log.
+        #[arg(long, default_value_t = 0.05)]
+        dirty_fraction: f64,
+        /// Share of each disk holding home data (the rest is free, the RoLo log pool).
+        #[arg(long, default_value_t = 0.8)]
+        home_fraction: f64,
+        /// A latent error anywhere on a disk a restore reads is fatal (Elerath & Pecht).
+        #[arg(long)]
+        whole_disk_reads: bool,
+        /// Ageing rate of a spun-down disk relative to a spinning one.
+        #[arg(long, default_value_t = 1.0)]
+        standby_failure_factor: f64,
+        /// Characteristic life of latent sector errors per disk, hours (inf disables them).
+        #[arg(long, default_value_t = 1_776.0)]
+        latent_error_eta_hours: f64,
+        /// Worker threads (default: the available cores); the result does not depend on it.
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Replay a block trace (MSR Cambridge CSV) under a virtual clock; prints one JSON object.
     Replay {
@@ -263,6 +311,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::SynthTrace {
+            preset,
             requests,
             iops,
             write_ratio,
@@ -271,21 +320,67 @@ fn run(cli: Cli) -> Result<()> {
             sequential,
             diurnal,
             seed,
+            busy_share,
+            idle_gap_s,
+            variable_size,
         } => {
-            let options = SynthOptions {
-                requests,
-                iops,
-                write_ratio,
-                request_bytes,
-                volume_bytes,
-                sequential,
-                diurnal,
-                seed,
+            let options = match preset {
+                Some(name) => synth::Preset::find(&name)
+                    .map_err(anyhow::Error::msg)?
+                    .options(requests, volume_bytes, seed),
+                None => SynthOptions {
+                    requests,
+                    iops,
+                    write_ratio,
+                    request_bytes,
+                    volume_bytes,
+                    sequential,
+                    diurnal,
+                    seed,
+                    busy_share,
+                    idle_gap_s,
+                    variable_size,
+                },
             };
             synth::validate(&options).map_err(anyhow::Error::msg)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             synth::generate(&options, &mut out).context("cannot write the trace")?;
             out.flush().context("cannot write the trace")
+        }
+        Command::Reliability {
+            layout,
+            arrays,
+            years,
+            seed,
+            pairs,
+            dirty_fraction,
+            home_fraction,
+            whole_disk_reads,
+            standby_failure_factor,
+            latent_error_eta_hours,
+            threads,
+        } => {
+            use greenreplica_storage::reliability;
+            let params = reliability::Params {
+                pairs,
+                years,
+                dirty_fraction,
+                home_fraction,
+                whole_disk_reads,
+                standby_failure_factor,
+                latent_error_eta_hours,
+                ..reliability::Params::default()
+            };
+            params.validate().map_err(anyhow::Error::msg)?;
+            if arrays == 0 {
+                bail!("--arrays must be at least 1");
+            }
+            let threads = threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            });
+            let report = reliability::run(layout, &params, arrays, seed, threads);
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
         }
         Command::Replay {
             trace,
