@@ -7,6 +7,7 @@ mod bitmap;
 mod engine;
 mod identity;
 mod io;
+mod layout_work;
 mod membership;
 mod meta;
 mod power;
