@@ -271,6 +271,10 @@ pub trait Personality: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Every record handed out by `journal_records` so far is durable (a flush committed
+    /// the journal; without a journal, every tick): space the records freed may be reused.
+    fn committed(&self) {}
+
     /// The personality's whole metadata, for a journal checkpoint; None if it keeps none
     /// (its records, if any, are then carried from checkpoint to checkpoint).
     fn checkpoint_image(&self) -> Option<Vec<u8>> {

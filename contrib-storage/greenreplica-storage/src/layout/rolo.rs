@@ -206,14 +206,8 @@ impl Rolo {
     }
 
     /// After a change: rotate (RoLo) or start destaging (GRAID) when the on-duty log is
-    /// full enough, and reclaim log regions that hold nothing live.
+    /// full enough. (Log regions are reclaimed in `committed`.)
     fn after_change(&self, st: &mut State) {
-        for slot in 0..self.loggers.len() {
-            let pending = st.planned.keys().any(|(m, _)| *m == self.loggers[slot]);
-            if st.live[slot] == 0 && !pending {
-                st.heads[slot] = 0;
-            }
-        }
         for p in 0..self.pairs {
             if st.destaging[p] && st.index[p].is_empty() {
                 st.destaging[p] = false;
@@ -621,6 +615,18 @@ impl Personality for Rolo {
             }
         }
         self.after_change(&mut st);
+    }
+
+    /// A log region with nothing live is reused from its start only once the records that
+    /// emptied it are durable: until then a crash brings back entries that point into it.
+    fn committed(&self) {
+        let mut st = lock(&self.state);
+        for slot in 0..self.loggers.len() {
+            let pending = st.planned.keys().any(|(m, _)| *m == self.loggers[slot]);
+            if st.live[slot] == 0 && !pending && st.outbox.is_empty() {
+                st.heads[slot] = 0;
+            }
+        }
     }
 
     fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {

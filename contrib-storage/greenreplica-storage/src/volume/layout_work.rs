@@ -41,6 +41,10 @@ impl Volume {
 
     /// A tick's share of the personality's background work.
     pub(super) fn layout_background_tick(&self) {
+        if self.meta.is_none() {
+            // Nothing to make durable: what the personality freed may be reused now.
+            self.layout.committed();
+        }
         let mut moved = 0;
         while moved < BYTES_PER_TICK {
             let before = self.layout.next_wakeup(self.clock.now());

@@ -394,4 +394,6 @@ impl Volume {
 #[cfg(test)]
 mod layout_props;
 #[cfg(test)]
+mod rolo_tests;
+#[cfg(test)]
 mod tests;
