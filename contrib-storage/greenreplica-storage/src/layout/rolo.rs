@@ -194,11 +194,29 @@ impl Rolo {
         pieces
     }
 
-    /// The on-duty logger may take `len` more bytes below its region's end.
-    fn room(&self, st: &State, len: u64) -> Option<(usize, u64)> {
-        let slot = st.on_duty;
-        let head = st.heads[slot];
-        (head + len <= self.log_len).then_some((slot, self.log_start + head))
+    /// The logger that takes `len` more bytes for a write whose primary is `primary`: the
+    /// on-duty one; right after a rotation, while the new one still spins up (its pair's
+    /// destage wakes it), the previous one as long as it has room.
+    fn room(
+        &self,
+        st: &State,
+        len: u64,
+        primary: usize,
+        views: &[MemberView],
+    ) -> Option<(usize, u64)> {
+        let n = self.loggers.len();
+        let ready =
+            |slot: usize| views[self.loggers[slot]].ready_at <= views[primary].ready_at + 1.0;
+        let previous = (st.on_duty + n - 1) % n;
+        let candidates = if ready(st.on_duty) || previous == st.on_duty {
+            vec![st.on_duty]
+        } else {
+            vec![previous, st.on_duty]
+        };
+        candidates.into_iter().find_map(|slot| {
+            let head = st.heads[slot];
+            (head + len <= self.log_len).then_some((slot, self.log_start + head))
+        })
     }
 
     fn threshold(&self) -> u64 {
@@ -320,7 +338,7 @@ impl Rolo {
                 len,
                 buf: Buf::Caller(buf_offset),
             };
-            let logged = self.room(&st, len).filter(|&(slot, log_off)| {
+            let logged = self.room(&st, len, p, views).filter(|&(slot, log_off)| {
                 let logger = self.loggers[slot];
                 primary_valid
                     && logger != m

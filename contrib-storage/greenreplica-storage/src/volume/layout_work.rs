@@ -13,15 +13,16 @@ use super::{Volume, VolumeError};
 const BYTES_PER_TICK: u64 = 8 << 20;
 
 impl Volume {
-    /// One step; Ok(false) when there is nothing to do now (or its range is in use).
-    pub fn layout_background_step(&self) -> Result<bool, VolumeError> {
+    /// One step; the volume bytes it covered, Ok(0) when there is nothing to do now (or its
+    /// range is in use).
+    pub fn layout_background_step(&self) -> Result<u64, VolumeError> {
         let now = self.clock.now();
         let Some((offset, len)) = self.layout.background_work(&self.views(now)) else {
-            return Ok(false);
+            return Ok(0);
         };
         let spans = self.spans_of(offset, len);
         let Some(_guard) = self.ranges.acquire_if(&spans, true, false) else {
-            return Ok(false);
+            return Ok(0);
         };
         let plan = self.layout.background_plan(offset, len, &self.views(now))?;
         let stores = self.slots.iter().any(|s| s.live_store().is_some());
@@ -29,14 +30,14 @@ impl Volume {
             let mut buf = vec![0u8; len as usize];
             if self.run(&plan, Caller::Read(&mut buf), true, now)? {
                 // A member failed on the way: the personality re-plans on the next step.
-                return Ok(true);
+                return Ok(len);
             }
         }
         for (kind, io) in plan.ios() {
             self.account(io.member, kind, io.member_offset, io.len);
         }
         self.complete_plan(&plan)?;
-        Ok(true)
+        Ok(len)
     }
 
     /// A tick's share of the personality's background work.
@@ -52,8 +53,8 @@ impl Volume {
                 return;
             }
             match self.layout_background_step() {
-                Ok(true) => moved += self.layout.stripe_unit().max(4096),
-                Ok(false) => return,
+                Ok(0) => return,
+                Ok(len) => moved += len,
                 Err(e) => {
                     tracing::warn!(volume = %self.name, error = %e, "layout background work failed");
                     return;
@@ -67,7 +68,7 @@ impl Volume {
     pub fn drain_layout_background(&self) -> Result<usize, VolumeError> {
         self.layout.background_all();
         let mut steps = 0;
-        while self.layout_background_step()? {
+        while self.layout_background_step()? > 0 {
             steps += 1;
         }
         Ok(steps)
