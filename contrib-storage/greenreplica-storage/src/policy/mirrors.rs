@@ -15,7 +15,7 @@ pub struct Mirrors {
 impl Mirrors {
     /// Whether the member is one the policy lets sleep.
     pub fn sleeps(member: usize) -> bool {
-        member % 2 == 1
+        !member.is_multiple_of(2)
     }
 }
 
@@ -38,7 +38,6 @@ impl PowerManager for Mirrors {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::policy::PolicySpec;
 
     #[test]
