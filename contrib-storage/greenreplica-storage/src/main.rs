@@ -170,7 +170,7 @@ enum Command {
         /// Built-in profile name or path to a profile .toml.
         #[arg(long)]
         profile: String,
-        /// always-on | idle-timeout[:SECONDS] | cooperative[:FALLBACK_SECONDS]
+        /// always-on | idle-timeout[:SECONDS] | cooperative[:FALLBACK_SECONDS] | mirrors[:SECONDS]
         #[arg(long, default_value = "idle-timeout:600")]
         policy: PolicySpec,
         #[arg(long, default_value = "single")]

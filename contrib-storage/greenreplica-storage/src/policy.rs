@@ -14,6 +14,10 @@ use crate::power_manager::{
 };
 use crate::power_state::PowerState;
 
+mod mirrors;
+
+pub use mirrors::Mirrors;
+
 const DAY_S: f64 = 86_400.0;
 
 /// hd-idle's default, also the cooperative policy's fallback.
@@ -26,8 +30,16 @@ pub const DEFAULT_START_STOP_BUDGET: u32 = 48;
 #[serde(into = "String", try_from = "String")]
 pub enum PolicySpec {
     AlwaysOn,
-    IdleTimeout { timeout_s: f64 },
-    Cooperative { fallback_timeout_s: f64 },
+    IdleTimeout {
+        timeout_s: f64,
+    },
+    Cooperative {
+        fallback_timeout_s: f64,
+    },
+    /// Logged mirrors (graid, rolo-p): primaries stay up, mirrors sleep after SECONDS idle.
+    Mirrors {
+        timeout_s: f64,
+    },
 }
 
 impl FromStr for PolicySpec {
@@ -55,8 +67,11 @@ impl FromStr for PolicySpec {
             "cooperative" => Ok(PolicySpec::Cooperative {
                 fallback_timeout_s: seconds(arg)?,
             }),
+            "mirrors" => Ok(PolicySpec::Mirrors {
+                timeout_s: seconds(arg)?,
+            }),
             _ => Err(format!(
-                "unknown power policy {s:?}; use always-on, idle-timeout[:SECONDS] or cooperative[:FALLBACK_SECONDS]"
+                "unknown power policy {s:?}; use always-on, idle-timeout[:SECONDS], cooperative[:FALLBACK_SECONDS] or mirrors[:SECONDS]"
             )),
         }
     }
@@ -83,6 +98,7 @@ impl fmt::Display for PolicySpec {
             PolicySpec::Cooperative { fallback_timeout_s } => {
                 write!(f, "cooperative:{fallback_timeout_s}")
             }
+            PolicySpec::Mirrors { timeout_s } => write!(f, "mirrors:{timeout_s}"),
         }
     }
 }
@@ -97,6 +113,7 @@ impl PolicySpec {
                 fallback_timeout_s,
                 start_stop_budget_per_day,
             )),
+            PolicySpec::Mirrors { timeout_s } => Box::new(Mirrors { timeout_s }),
         }
     }
 

@@ -88,6 +88,9 @@ pub struct ReplayReport {
     pub members: Vec<MemberReport>,
 }
 
+/// Tick interval of a replay whose layout does background work of its own.
+const LAYOUT_TICK_S: f64 = 1.0;
+
 pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let profile = Arc::new(DriveProfile::load(&opts.profile)?);
     let mode = profile.default_mode_index();
@@ -160,7 +163,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         )))
     });
     let mut requests = 0u64;
-    let end = Runner::new(&volume).run(arrivals, |done| {
+    let mut runner = Runner::new(&volume);
+    if !volume.layout().reserved().is_empty() {
+        // A layout with regions of its own (a log) has background work: destage on ticks.
+        runner = runner.with_ticks(LAYOUT_TICK_S);
+    }
+    let end = runner.run(arrivals, |done| {
         requests += 1;
         responses.push(done.done - done.arrival);
         for (member, at) in done.member_done {

@@ -9,6 +9,7 @@ mod mirror;
 mod raid10;
 mod raid56;
 mod registry;
+mod rolo;
 mod single;
 
 use std::fmt;
@@ -18,6 +19,7 @@ use thiserror::Error;
 pub use raid10::Raid10;
 pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
+pub use rolo::{Flavour as RoloFlavour, Rolo};
 pub use single::Single;
 
 use crate::clock::Seconds;
@@ -269,6 +271,10 @@ pub trait Personality: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Every record handed out by `journal_records` so far is durable (a flush committed
+    /// the journal; without a journal, every tick): space the records freed may be reused.
+    fn committed(&self) {}
+
     /// The personality's whole metadata, for a journal checkpoint; None if it keeps none
     /// (its records, if any, are then carried from checkpoint to checkpoint).
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
@@ -306,6 +312,29 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// reclaim); None: it has none. Rebuild, resync and scrub are driven by the engine.
     fn next_wakeup(&self, _now: Seconds) -> Option<Seconds> {
         None
+    }
+
+    /// The volume range of the next piece of background work (RoLo's destage), if there is
+    /// one the members in `views` can do now. The engine locks the range, then runs
+    /// `background_plan` (reads into a buffer, writes from it) and completes it like a
+    /// write (`complete`, `journal_records`).
+    fn background_work(&self, _views: &[MemberView]) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// Make every piece of deferred background work due now (a drain: RoLo destages every
+    /// pair, so each mirror is current again).
+    fn background_all(&self) {}
+
+    /// The plan of the background work `background_work` named.
+    fn background_plan(
+        &self,
+        offset: u64,
+        len: u64,
+        _views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.check_range(offset, len)?;
+        Ok(Plan::default())
     }
 
     /// It keeps redundancy: any single member can be lost and rebuilt.

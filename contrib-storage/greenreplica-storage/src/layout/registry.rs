@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{LayoutError, Personality, Raid10, Raid56, Single};
+use super::{LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
@@ -63,6 +63,18 @@ pub static REGISTRY: &[Registration] = &[
         check: Raid56::check6,
         build: |s| Ok(Box::new(Raid56::new(Level::Raid6, s)?)),
     },
+    Registration {
+        name: "graid",
+        default_members: 5,
+        check: Rolo::check_graid,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::Graid, s)?)),
+    },
+    Registration {
+        name: "rolo-p",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloP, s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -74,6 +86,8 @@ impl LayoutKind {
     pub const RAID10: LayoutKind = LayoutKind(&REGISTRY[1]);
     pub const RAID5: LayoutKind = LayoutKind(&REGISTRY[2]);
     pub const RAID6: LayoutKind = LayoutKind(&REGISTRY[3]);
+    pub const GRAID: LayoutKind = LayoutKind(&REGISTRY[4]);
+    pub const ROLO_P: LayoutKind = LayoutKind(&REGISTRY[5]);
 
     pub fn name(self) -> &'static str {
         self.0.name

@@ -206,6 +206,26 @@ impl Run {
                     }
                 }
             }
+            "graid" | "rolo-p" => {
+                // Logged mirrors are stale by design until destaged: destage everything,
+                // then every mirror equals its primary in the home bytes.
+                self.volume.drain_layout_background().unwrap();
+                let home = (self.volume.capacity() / (data.len() as u64 / 2)) as usize;
+                let data: Vec<Vec<u8>> = self
+                    .members
+                    .iter()
+                    .map(|m| lock(&m.bytes)[DATA_OFFSET as usize..].to_vec())
+                    .collect();
+                for (p, pair) in data.chunks(2).enumerate() {
+                    if pair.len() == 2 {
+                        assert!(
+                            pair[0][..home] == pair[1][..home],
+                            "{}: mirror {p} equals its primary after the destage",
+                            self.kind
+                        );
+                    }
+                }
+            }
             other => panic!("no consistency check for layout {other}"),
         }
     }
@@ -218,6 +238,8 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid10" => vec![2, 4],
         "raid5" => vec![3, 4, 5],
         "raid6" => vec![4, 5, 6],
+        "graid" => vec![3, 5],
+        "rolo-p" => vec![4, 6],
         other => panic!("add member counts for layout {other}"),
     }
 }

@@ -91,6 +91,7 @@ impl Volume {
             return Ok(());
         };
         meta.commit().map_err(|e| self.journal_error("commit", e))?;
+        self.layout.committed();
         if meta.wants_checkpoint() {
             meta.checkpoint(|| self.layout.checkpoint_image())
                 .map_err(|e| self.journal_error("checkpoint", e))?;

@@ -7,6 +7,7 @@ mod bitmap;
 mod engine;
 mod identity;
 mod io;
+mod layout_work;
 mod membership;
 mod meta;
 mod power;
@@ -392,5 +393,7 @@ impl Volume {
 
 #[cfg(test)]
 mod layout_props;
+#[cfg(test)]
+mod rolo_tests;
 #[cfg(test)]
 mod tests;

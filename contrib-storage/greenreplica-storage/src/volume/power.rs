@@ -43,6 +43,7 @@ impl Volume {
     /// let a manager that decides by epochs act.
     pub fn tick(&self) {
         self.integrity_tick();
+        self.layout_background_tick();
         let now = self.clock.now();
         for (i, slot) in self.slots.iter().enumerate() {
             let events = {

@@ -152,7 +152,7 @@ impl Volume {
     /// Charge background I/O to the drive model (ledger and queue), without waiting on it:
     /// during a tick on the event core it is handed to the core (queued as background
     /// class), otherwise played on the drive at once.
-    fn account(&self, member: usize, kind: IoKind, offset: u64, len: u64) {
+    pub(super) fn account(&self, member: usize, kind: IoKind, offset: u64, len: u64) {
         if let Some(sink) = lock(&self.background_io).as_mut() {
             sink.push((kind, member, offset, len));
             return;

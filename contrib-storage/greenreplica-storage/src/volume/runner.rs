@@ -464,6 +464,10 @@ impl Core {
         let read = if self.with_data {
             move_data(v, &plan, &request, t)?
         } else {
+            // No bytes move, but a layout that redirects writes still follows them.
+            if request.kind == IoKind::Write {
+                v.complete_plan(&plan)?;
+            }
             None
         };
         let pending = Pending {
