@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::zone_table::{self, ZoneTable, RECONSTRUCTED};
+use super::zone_table::{self, Changes, ZoneTable, RECONSTRUCTED};
 use super::{
     Buf, Compute, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan,
     Raid56, Reconcile, Reserved, Role, Shape, SyncCopy,
@@ -23,8 +23,9 @@ use crate::parity::Level;
 use crate::service_model::IoKind;
 use crate::sync::lock;
 
-/// Journal record kind of a zone table image (issue 17).
+/// Journal record kinds (issue 17): the whole zone table, and the zones read since.
 pub const ZONE_TABLE_RECORD: u16 = 0x1701;
+pub const ZONE_DELTA_RECORD: u16 = 0x1702;
 
 #[derive(Debug)]
 pub struct Ido {
@@ -254,16 +255,20 @@ impl Personality for Ido {
         self.inner.complete(plan)
     }
 
-    /// The whole table, when an epoch ended or a hint arrived since the last one.
+    /// What the zone table learned since the last write (the paper keeps it in NVRAM; here
+    /// it is as durable as the next acknowledged write).
     fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {
-        let mut zones = lock(&self.zones);
-        if !zones.take_dirty() {
-            return Vec::new();
+        match lock(&self.zones).take_changes() {
+            Changes::None => Vec::new(),
+            Changes::Full(payload) => vec![LayoutRecord {
+                kind: ZONE_TABLE_RECORD,
+                payload,
+            }],
+            Changes::Delta(payload) => vec![LayoutRecord {
+                kind: ZONE_DELTA_RECORD,
+                payload,
+            }],
         }
-        vec![LayoutRecord {
-            kind: ZONE_TABLE_RECORD,
-            payload: zones.image(),
-        }]
     }
 
     fn replay(&self, image: Option<&[u8]>, records: &[LayoutRecord]) -> Result<(), String> {
@@ -272,21 +277,23 @@ impl Personality for Ido {
             zones.load(image)?;
         }
         for r in records {
-            if r.kind != ZONE_TABLE_RECORD {
-                return Err(format!(
-                    "{}: unknown layout record kind {:#x}",
-                    self.kind, r.kind
-                ));
+            match r.kind {
+                ZONE_TABLE_RECORD => zones.load(&r.payload)?,
+                ZONE_DELTA_RECORD => zones.load_delta(&r.payload)?,
+                other => {
+                    return Err(format!(
+                        "{}: unknown layout record kind {other:#x}",
+                        self.kind
+                    ))
+                }
             }
-            zones.load(&r.payload)?;
         }
         Ok(())
     }
 
+    /// Records journaled after the image set the same values again: replay stays right.
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
-        let mut zones = lock(&self.zones);
-        zones.take_dirty();
-        Some(zones.image())
+        Some(lock(&self.zones).image())
     }
 
     fn recover(

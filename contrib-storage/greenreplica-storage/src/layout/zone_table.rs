@@ -4,6 +4,7 @@
 //! flag (reconstructed, migrated; here also hinted). It is tracked in the normal state, before
 //! any failure, so that a rebuild knows at once which zones are hot.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 
 /// Flag bits of a zone (the paper's two bits, plus the standby's hint).
@@ -26,6 +27,20 @@ const IMAGE_VERSION: u8 = 1;
 const IMAGE_HEADER: usize = 1 + 8 + 8 + 8;
 /// Popularity (u32) and flags (u8) per zone.
 const IMAGE_ZONE: usize = 5;
+/// Version, entries, reads of the current epoch.
+const DELTA_HEADER: usize = 1 + 8 + 8;
+/// Zone (u64), popularity (u32), flags (u8).
+const DELTA_ENTRY: usize = 13;
+
+/// What changed in the table since it was last journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changes {
+    None,
+    /// The whole table (an epoch ended, a hint arrived, or most zones changed).
+    Full(Vec<u8>),
+    /// The zones read since (their popularity and flags).
+    Delta(Vec<u8>),
+}
 
 /// The zone size for a volume: 12 MiB, or less for small volumes (at least `MIN_ZONES`
 /// zones), always whole stripes and at least one.
@@ -41,8 +56,10 @@ pub struct ZoneTable {
     popularity: Vec<u32>,
     flags: Vec<u8>,
     reads_in_epoch: u64,
-    /// Changed (an epoch ended, a hint arrived) since the last journaled image.
-    dirty: bool,
+    /// Zones read since the table was last journaled.
+    changed: BTreeSet<usize>,
+    /// Every zone may have changed (an epoch ended, a hint arrived) since then.
+    all_changed: bool,
 }
 
 impl ZoneTable {
@@ -54,7 +71,8 @@ impl ZoneTable {
             popularity: vec![0; zones],
             flags: vec![0; zones],
             reads_in_epoch: 0,
-            dirty: false,
+            changed: BTreeSet::new(),
+            all_changed: false,
         }
     }
 
@@ -103,6 +121,9 @@ impl ZoneTable {
     pub fn read_hit(&mut self, offset: u64, len: u64) {
         for z in self.zones(offset, len) {
             self.popularity[z] = self.popularity[z].saturating_add(1);
+            if !self.all_changed {
+                self.changed.insert(z);
+            }
         }
         self.reads_in_epoch += 1;
         if self.reads_in_epoch >= EPOCH_READS {
@@ -116,7 +137,8 @@ impl ZoneTable {
             *p /= 2;
         }
         self.reads_in_epoch = 0;
-        self.dirty = true;
+        self.all_changed = true;
+        self.changed.clear();
     }
 
     /// The standby's hint: these volume extents are about to be read. Their zones are
@@ -128,7 +150,8 @@ impl ZoneTable {
                 self.flags[z] |= HINTED;
             }
         }
-        self.dirty = true;
+        self.all_changed = true;
+        self.changed.clear();
     }
 
     /// The order a hot-first rebuild takes the zones in: hinted zones, then zones read in
@@ -150,9 +173,78 @@ impl ZoneTable {
             + self.flags.capacity()) as u64
     }
 
-    /// Whether the table changed in a way worth journaling since the last image; clears it.
-    pub fn take_dirty(&mut self) -> bool {
-        std::mem::take(&mut self.dirty)
+    /// What changed since the last call, as a journal payload: the zones read, or the
+    /// whole table when an epoch ended, a hint arrived, or the delta would be larger.
+    pub fn take_changes(&mut self) -> Changes {
+        let changed = std::mem::take(&mut self.changed);
+        let full = std::mem::take(&mut self.all_changed)
+            || DELTA_HEADER + changed.len() * DELTA_ENTRY >= IMAGE_HEADER + self.len() * IMAGE_ZONE;
+        if full {
+            return Changes::Full(self.image());
+        }
+        if changed.is_empty() {
+            return Changes::None;
+        }
+        let mut out = Vec::with_capacity(DELTA_HEADER + changed.len() * DELTA_ENTRY);
+        out.push(IMAGE_VERSION);
+        out.extend_from_slice(&(changed.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.reads_in_epoch.to_le_bytes());
+        for z in changed {
+            out.extend_from_slice(&(z as u64).to_le_bytes());
+            out.extend_from_slice(&self.popularity[z].to_le_bytes());
+            out.push(self.flags[z]);
+        }
+        Changes::Delta(out)
+    }
+
+    /// Apply a delta written by `take_changes` (after the image it followed).
+    pub fn load_delta(&mut self, delta: &[u8]) -> Result<(), String> {
+        match delta.first() {
+            Some(&IMAGE_VERSION) => {}
+            Some(v) => {
+                return Err(format!(
+                    "zone table delta version {v} is not {IMAGE_VERSION}"
+                ))
+            }
+            None => return Err("empty zone table delta".to_string()),
+        }
+        let word = |at: usize| -> Option<u64> {
+            delta
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let (Some(count), Some(reads)) = (word(1), word(9)) else {
+            return Err(format!(
+                "zone table delta of {} bytes is truncated",
+                delta.len()
+            ));
+        };
+        let entries = &delta[DELTA_HEADER..];
+        if count.checked_mul(DELTA_ENTRY as u64) != Some(entries.len() as u64) {
+            return Err(format!(
+                "zone table delta says {count} entries in {} bytes",
+                entries.len()
+            ));
+        }
+        let mut parsed = Vec::with_capacity(count as usize);
+        for e in entries.chunks_exact(DELTA_ENTRY) {
+            let zone = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+            if zone >= self.len() as u64 {
+                return Err(format!(
+                    "zone table delta names zone {zone} of {}",
+                    self.len()
+                ));
+            }
+            let pop = u32::from_le_bytes([e[8], e[9], e[10], e[11]]);
+            parsed.push((zone as usize, pop, e[12] & (MIGRATED | HINTED)));
+        }
+        for (z, pop, flags) in parsed {
+            self.popularity[z] = pop;
+            self.flags[z] = flags | (self.flags[z] & RECONSTRUCTED);
+        }
+        self.reads_in_epoch = reads.min(EPOCH_READS);
+        Ok(())
     }
 
     /// The table as bytes (journal record and checkpoint image).
@@ -210,7 +302,8 @@ impl ZoneTable {
             self.flags[z] = rec[4] & (MIGRATED | HINTED);
         }
         self.reads_in_epoch = reads_in_epoch.min(EPOCH_READS);
-        self.dirty = false;
+        self.changed.clear();
+        self.all_changed = false;
         Ok(())
     }
 }
@@ -251,8 +344,11 @@ mod tests {
         assert_eq!(t.popularity(1), (EPOCH_READS - 1) as u32);
         t.read_hit(1000, 1);
         assert_eq!(t.popularity(1), (EPOCH_READS / 2) as u32);
-        assert!(t.take_dirty(), "an epoch end is worth journaling");
-        assert!(!t.take_dirty());
+        assert!(
+            matches!(t.take_changes(), Changes::Full(_)),
+            "an epoch end journals the whole table"
+        );
+        assert_eq!(t.take_changes(), Changes::None);
     }
 
     #[test]
@@ -315,6 +411,33 @@ mod tests {
         assert!(back.load(&image[..image.len() - 1]).is_err());
         assert!(back.load(&[9]).unwrap_err().contains("version"));
         assert!(back.load(&[]).is_err());
+    }
+
+    #[test]
+    fn deltas_carry_the_zones_read_since_the_last_record() {
+        let mut t = ZoneTable::new(1000, 100_000);
+        t.hint(&[(0, 1)]);
+        let Changes::Full(image) = t.take_changes() else {
+            panic!("a hint journals the whole table")
+        };
+        t.read_hit(5000, 1);
+        t.read_hit(5000, 1);
+        t.read_hit(77_000, 1);
+        let Changes::Delta(delta) = t.take_changes() else {
+            panic!("a few reads journal a delta")
+        };
+        assert_eq!(delta.len(), DELTA_HEADER + 2 * DELTA_ENTRY);
+        let mut back = ZoneTable::new(1000, 100_000);
+        back.load(&image).unwrap();
+        back.load_delta(&delta).unwrap();
+        assert_eq!(back.image(), t.image());
+        // Hostile deltas: a clear error and nothing applied.
+        let mut bad = delta.clone();
+        bad[DELTA_HEADER..DELTA_HEADER + 8].copy_from_slice(&500u64.to_le_bytes());
+        assert!(back.load_delta(&bad).unwrap_err().contains("zone 500"));
+        assert!(back.load_delta(&delta[..delta.len() - 1]).is_err());
+        assert!(back.load_delta(&delta[..5]).is_err());
+        assert_eq!(back.image(), t.image());
     }
 
     #[test]

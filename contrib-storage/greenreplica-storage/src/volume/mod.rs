@@ -391,6 +391,8 @@ impl Volume {
 }
 
 #[cfg(test)]
+mod ido_tests;
+#[cfg(test)]
 mod layout_props;
 #[cfg(test)]
 mod tests;
