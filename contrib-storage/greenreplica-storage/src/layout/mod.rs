@@ -11,7 +11,7 @@ mod raid10;
 mod raid56;
 mod registry;
 mod single;
-mod zone_table;
+pub(crate) mod zone_table;
 
 use std::fmt;
 
