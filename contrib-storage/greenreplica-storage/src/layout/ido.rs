@@ -271,22 +271,23 @@ impl Personality for Ido {
         }
     }
 
+    /// The table is advice (which zones to rebuild first), not data: one that cannot be
+    /// replayed is dropped with a warning and the volume starts with an empty one.
     fn replay(&self, image: Option<&[u8]>, records: &[LayoutRecord]) -> Result<(), String> {
         let mut zones = lock(&self.zones);
-        if let Some(image) = image {
-            zones.load(image)?;
-        }
-        for r in records {
-            match r.kind {
-                ZONE_TABLE_RECORD => zones.load(&r.payload)?,
-                ZONE_DELTA_RECORD => zones.load_delta(&r.payload)?,
-                other => {
-                    return Err(format!(
-                        "{}: unknown layout record kind {other:#x}",
-                        self.kind
-                    ))
-                }
-            }
+        let replayed = image
+            .map_or(Ok(()), |image| zones.load(image))
+            .and_then(|()| {
+                records.iter().try_for_each(|r| match r.kind {
+                    ZONE_TABLE_RECORD => zones.load(&r.payload),
+                    ZONE_DELTA_RECORD => zones.load_delta(&r.payload),
+                    other => Err(format!("unknown layout record kind {other:#x}")),
+                })
+            });
+        if let Err(problem) = replayed {
+            tracing::warn!(layout = %self.kind, %problem,
+                "the journaled zone table cannot be replayed; starting with an empty one (the rebuild order forgets the past reads)");
+            *zones = ZoneTable::new(zones.zone_bytes(), self.inner.capacity());
         }
         Ok(())
     }
@@ -334,11 +335,12 @@ impl Personality for Ido {
     }
 
     fn metadata_bytes(&self) -> u64 {
-        lock(&self.zones).memory_bytes()
-            + lock(&self.progress)
-                .values()
-                .map(|p| (p.capacity() * 8) as u64)
-                .sum::<u64>()
+        // Progress before zones, as everywhere (one guard at a time here).
+        let progress: u64 = lock(&self.progress)
+            .values()
+            .map(|p| (p.capacity() * 8) as u64)
+            .sum();
+        progress + lock(&self.zones).memory_bytes()
     }
 
     fn member_replaced(&self, member: usize) {
@@ -452,6 +454,36 @@ mod tests {
         assert!((0..8).all(|z| ido.zone_table().flags(z) & RECONSTRUCTED != 0));
         ido.member_replaced(1);
         assert_eq!(ido.zone_table().flags(0) & RECONSTRUCTED, 0);
+    }
+
+    #[test]
+    fn a_zone_table_that_cannot_be_replayed_is_dropped_not_half_applied() {
+        let ido = raid5(256 << 10);
+        let views = vec![MemberView::healthy(0.0); 3];
+        ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        let image = ido.checkpoint_image().unwrap();
+        let good = LayoutRecord {
+            kind: ZONE_DELTA_RECORD,
+            payload: {
+                ido.plan(IoKind::Read, 256 << 10, 4096, &views).unwrap();
+                match lock(&ido.zones).take_changes() {
+                    Changes::Delta(d) => d,
+                    other => panic!("{other:?}"),
+                }
+            },
+        };
+        let back = raid5(256 << 10);
+        back.replay(Some(&image), std::slice::from_ref(&good))
+            .unwrap();
+        assert_eq!(back.zone_table().popularity(0), 1);
+        assert_eq!(back.zone_table().popularity(1), 1);
+        let foreign = LayoutRecord {
+            kind: 0x7777,
+            payload: Vec::new(),
+        };
+        let back = raid5(256 << 10);
+        back.replay(Some(&image), &[good, foreign]).unwrap();
+        assert_eq!(back.zone_table(), raid5(256 << 10).zone_table());
     }
 
     #[test]
