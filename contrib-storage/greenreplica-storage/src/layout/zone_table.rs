@@ -145,10 +145,18 @@ impl ZoneTable {
     /// marked hinted (the previous hint's are not any more).
     pub fn hint(&mut self, extents: &[(u64, u64)]) {
         self.clear_flag(HINTED);
-        for &(offset, len) in extents {
-            for z in self.zones(offset, len) {
+        // Merged first: many extents over the same zones cost their count, not their zones.
+        let mut ranges: Vec<Range<usize>> = extents
+            .iter()
+            .map(|&(offset, len)| self.zones(offset, len))
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        let mut next = 0;
+        for r in ranges {
+            for z in r.start.max(next)..r.end {
                 self.flags[z] |= HINTED;
             }
+            next = next.max(r.end);
         }
         self.all_changed = true;
         self.changed.clear();
@@ -365,6 +373,22 @@ mod tests {
         t.hint(&[(1000, 1)]);
         assert_eq!(t.flags(0) & HINTED, 0);
         assert_eq!(t.flags(1) & HINTED, HINTED);
+    }
+
+    #[test]
+    fn overlapping_hint_extents_mark_each_zone_they_cover() {
+        let mut t = ZoneTable::new(1000, 10_000);
+        t.hint(&[
+            (5500, 3000),
+            (0, 10_000),
+            (2000, 10),
+            (9999, 1),
+            (4200, 100),
+        ]);
+        assert!((0..10).all(|z| t.flags(z) & HINTED != 0));
+        t.hint(&[(6500, 2000), (5000, 1), (6000, 10), (8100, 10)]);
+        let hinted: Vec<usize> = (0..10).filter(|&z| t.flags(z) & HINTED != 0).collect();
+        assert_eq!(hinted, vec![5, 6, 7, 8]);
     }
 
     #[test]
