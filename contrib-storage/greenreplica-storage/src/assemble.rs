@@ -560,6 +560,8 @@ fn open_write_intent(
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod ido_crash_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::VirtualClock;

@@ -40,11 +40,12 @@ const BLOCKS: usize = 256;
 const STRIDE: u64 = 7 * BLOCK;
 const REBUILD_CHUNK: u64 = 64 << 10;
 
-/// A two-member mirror, or (`raid5`) three members with parity.
+/// A two-member mirror, or (`raid5`, `raid5-ido`) three members with parity.
 fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
     let (layout, members) = match layout {
         "raid5" => (LayoutKind::RAID5, 3),
         "rolo-p" => (LayoutKind::ROLO_P, 4),
+        "raid5-ido" => ("raid5-ido".parse().unwrap(), 3),
         _ => (LayoutKind::RAID10, 2),
     };
     VolumeSpec {
@@ -533,6 +534,11 @@ fn a_power_loss_keeps_every_write_a_flush_acknowledged() {
 #[test]
 fn a_power_loss_under_raid5_keeps_every_write_a_flush_acknowledged() {
     power_rounds("raid5", 0x5eed_e005, 20);
+}
+
+#[test]
+fn a_power_loss_under_raid5_ido_keeps_every_write_a_flush_acknowledged() {
+    power_rounds("raid5-ido", 0x5eed_e117, 20);
 }
 
 /// A personality with metadata of its own: RAID10 plus an index of every write it

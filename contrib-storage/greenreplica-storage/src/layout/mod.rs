@@ -5,22 +5,26 @@
 //! write-intent bitmap, member health and generations. A new layout is one file here and one
 //! line in the registry (`registry.rs`).
 
+mod ido;
 mod mirror;
 mod raid10;
 mod raid56;
 mod registry;
 mod rolo;
 mod single;
+pub(crate) mod zone_table;
 
 use std::fmt;
 
 use thiserror::Error;
 
+pub use ido::Ido;
 pub use raid10::Raid10;
 pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
 pub use rolo::{Flavour as RoloFlavour, Rolo};
 pub use single::Single;
+pub use zone_table::ZoneTable;
 
 use crate::clock::Seconds;
 use crate::parity::Level;
@@ -335,6 +339,33 @@ pub trait Personality: Send + Sync + fmt::Debug {
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
         Ok(Plan::default())
+    }
+
+    /// The standby's hint: these volume extents (offset, len) are about to be read
+    /// (layouts that track popularity, IDO, mark them hot).
+    fn hint(&self, _extents: &[(u64, u64)]) {}
+
+    /// Bytes of memory the personality's own metadata takes (zone tables, maps).
+    fn metadata_bytes(&self) -> u64 {
+        0
+    }
+
+    /// A replacement went into `member`'s slot: a rebuild starts from nothing.
+    fn member_replaced(&self, _member: usize) {}
+
+    /// Rebuild: the member bytes `(offset, len)` to copy next onto rebuilding `member`, of
+    /// which everything below `watermark` is valid. Default: the next `chunk` bytes in
+    /// order (MD's PR); IDO takes hot zones first.
+    fn rebuild_next(&self, member: usize, watermark: u64, chunk: u64) -> (u64, u64) {
+        let _ = member;
+        let end = self.member_data_bytes();
+        (watermark, chunk.max(1).min(end.saturating_sub(watermark)))
+    }
+
+    /// Rebuild: member bytes `offset..offset+len` are on the replacement now; returns the
+    /// new watermark (everything below it valid).
+    fn rebuilt(&self, _member: usize, offset: u64, len: u64, _watermark: u64) -> u64 {
+        offset + len
     }
 
     /// It keeps redundancy: any single member can be lost and rebuilt.

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
+use super::{Ido, LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
@@ -74,6 +74,19 @@ pub static REGISTRY: &[Registration] = &[
         default_members: 4,
         check: Rolo::check_rolo,
         build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloP, s)?)),
+    },
+    // IDO (issue 17): RAID5/6 with a zone table and hot-first reconstruction.
+    Registration {
+        name: "raid5-ido",
+        default_members: 3,
+        check: Raid56::check5,
+        build: |s| Ok(Box::new(Ido::new(Level::Raid5, s)?)),
+    },
+    Registration {
+        name: "raid6-ido",
+        default_members: 4,
+        check: Raid56::check6,
+        build: |s| Ok(Box::new(Ido::new(Level::Raid6, s)?)),
     },
 ];
 

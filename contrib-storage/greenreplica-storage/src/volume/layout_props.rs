@@ -178,8 +178,8 @@ impl Run {
                     );
                 }
             }
-            "raid5" | "raid6" => {
-                let level = if self.kind == LayoutKind::RAID5 {
+            "raid5" | "raid6" | "raid5-ido" | "raid6-ido" => {
+                let level = if self.kind.name().starts_with("raid5") {
                     Level::Raid5
                 } else {
                     Level::Raid6
@@ -240,6 +240,8 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid6" => vec![4, 5, 6],
         "graid" => vec![3, 5],
         "rolo-p" => vec![4, 6],
+        "raid5-ido" => vec![3, 4, 5],
+        "raid6-ido" => vec![4, 5, 6],
         other => panic!("add member counts for layout {other}"),
     }
 }

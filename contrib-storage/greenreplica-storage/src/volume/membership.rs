@@ -76,6 +76,7 @@ impl Volume {
         *write(&slot.store) = Some(store);
         slot.read_errors.store(0, Ordering::SeqCst);
         *lock(&slot.health) = Health::Rebuilding { watermark: 0 };
+        self.layout.member_replaced(member);
         self.bump_generation();
         self.write_headers_locked()?;
         tracing::info!(volume = %self.name, member, "member replaced; rebuild pending");
@@ -127,11 +128,18 @@ impl Volume {
             tracing::info!(volume = %self.name, member, "rebuild complete");
             return Ok(RebuildProgress::Done);
         }
-        let len = chunk.min(end - watermark);
+        // The personality picks the bytes (MD's PR: the next ones; IDO: hot zones first).
+        let (start, len) = self.layout.rebuild_next(member, watermark, chunk);
+        if len == 0 || start.checked_add(len).is_none_or(|e| e > end) {
+            return Err(self.member_error(
+                member,
+                format!("rebuild asked for member bytes {start}+{len} beyond {end}"),
+            ));
+        }
         let span = [Span {
             group: self.group_of(member),
-            start: watermark,
-            end: watermark + len,
+            start,
+            end: start + len,
         }];
         let Some(_exclusive) = self.ranges.acquire_if(&span, true, !on_core) else {
             return Ok(RebuildProgress::Busy);
@@ -144,11 +152,11 @@ impl Volume {
         let mut buf = vec![0u8; len as usize];
         let now = self.clock.now();
         let plan = self
-            .recover_block(member, watermark, &mut buf)
+            .recover_block(member, start, &mut buf)
             .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
         if !on_core {
             let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
-            let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, watermark, len);
+            let write_done = lock(&slot.drive).submit(reads_done, IoKind::Write, start, len);
             let timed = to.emulates_timing()
                 || plan.reads.iter().any(|io| {
                     self.slots[io.member]
@@ -159,10 +167,10 @@ impl Volume {
                 self.clock.sleep_until(write_done);
             }
         }
-        to.write_at(&buf, DATA_OFFSET + watermark)
+        to.write_at(&buf, DATA_OFFSET + start)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
         slot.unflushed.store(true, Ordering::SeqCst);
-        let watermark = watermark + len;
+        let watermark = self.layout.rebuilt(member, start, len, watermark);
         {
             let mut health = lock(&slot.health);
             if matches!(*health, Health::Rebuilding { .. }) {
@@ -174,7 +182,7 @@ impl Volume {
             reads: plan.reads,
             write: MemberIo {
                 member,
-                member_offset: watermark - len,
+                member_offset: start,
                 len,
                 buf: Buf::Caller(0),
             },

@@ -392,6 +392,8 @@ impl Volume {
 }
 
 #[cfg(test)]
+mod ido_tests;
+#[cfg(test)]
 mod layout_props;
 #[cfg(test)]
 mod rolo_tests;

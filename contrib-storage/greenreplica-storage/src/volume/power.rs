@@ -222,6 +222,7 @@ impl Volume {
         self.check_extents(extents)?;
         let mut hints = lock(&self.hints);
         *hints = extents.to_vec();
+        self.layout.hint(extents);
         Ok(hints.len())
     }
 

@@ -26,6 +26,8 @@ pub struct VolumeStatus {
     pub energy_joules: f64,
     pub ledger: Ledger,
     pub hints: usize,
+    /// Memory of the layout's own metadata (IDO's zone table), in bytes.
+    pub layout_metadata_bytes: u64,
     pub resync_pending_regions: usize,
     pub last_scrub: Option<serde_json::Value>,
     pub bitmap_dirty_regions: Option<usize>,
@@ -120,6 +122,7 @@ impl Volume {
             energy_joules: total.energy_joules,
             ledger: total,
             hints: self.hints().len(),
+            layout_metadata_bytes: self.layout.metadata_bytes(),
             resync_pending_regions: self.resync_pending(),
             last_scrub: self.last_scrub(),
             bitmap_dirty_regions: self.intent.as_ref().map(|i| i.dirty_regions()),

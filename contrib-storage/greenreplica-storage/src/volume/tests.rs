@@ -758,6 +758,7 @@ fn the_status_view_keeps_the_protocol_fields() {
             "hints",
             "last_scrub",
             "layout",
+            "layout_metadata_bytes",
             "ledger",
             "members",
             "name",
