@@ -478,8 +478,9 @@ fn open_metadata_journal(
 /// anything changed. The headers stay authoritative for who belongs (identity, staleness,
 /// a blank or damaged member); the journal, committed before every header write and after
 /// every rebuild flush, is newer for what happened since: a failure the headers never
-/// recorded, a rebuild further along or finished. A journal older than the headers
-/// (restored, or left from before) is not used for membership.
+/// recorded, a rebuild further along or finished, a member whose header write of the last
+/// change was cut short (one generation behind, in sync by the journal). A journal older
+/// than the headers (restored, or left from before) is not used for membership.
 fn merge_journal(
     healths: &mut [Health],
     headers: &[Option<Superblock>],
@@ -491,7 +492,16 @@ fn merge_journal(
     }
     let mut changed = false;
     for ((health, header), journaled) in healths.iter_mut().zip(headers).zip(&state.members) {
-        if header.is_none() || matches!(health, Health::Failed { .. }) {
+        let Some(header) = header else {
+            continue;
+        };
+        // One generation behind: the agent died between two header writes of the change
+        // the journal committed first (MD re-adds such a member on its bitmap's word). Its
+        // data is as current as the journal says; the bitmap resyncs what was in flight.
+        // Further behind, it is an old copy, whatever the journal says of its slot.
+        let interrupted_header_write = header.generation + 1 == header_generation
+            && !matches!(journaled, JournaledHealth::Failed { .. });
+        if matches!(health, Health::Failed { .. }) && !interrupted_header_write {
             continue;
         }
         let merged = match (&*health, journaled) {
