@@ -681,16 +681,19 @@ def plot(out, png):
             ws = out["profiles"][pr].get("windows")
             for k, w in enumerate(ws or [out["profiles"][pr]]):
                 labels.append(f"{mode}\n{pr.split('-')[0]}" + (f" w{k + 1}" if ws else ""))
-                bottoms.append(w[mode].get("phases") or {})
+                x = w[mode]
+                bottoms.append(x.get("phases") or ({"apply_s": x["replay_s"], "flush_s": x["checkpoint_s"]}
+                                                   if "replay_s" in x else {}))
     base = [0.0] * len(labels)
     for part in ("wake_s", "prefetch_s", "apply_s", "flush_s"):
         vals = [b.get(part, 0.0) for b in bottoms]
         bx.bar(range(len(labels)), vals, bottom=base, label=part[:-2])
         base = [x + v for x, v in zip(base, vals)]
     bx.set_xticks(range(len(labels)))
-    bx.set_xticklabels(labels, fontsize=7)
+    bx.set_xticklabels(labels, fontsize=7 if len(labels) <= 5 else 6, rotation=0 if len(labels) <= 5 else 35,
+                       ha="center" if len(labels) <= 5 else "right")
     bx.set_ylabel("seconds of the batch")
-    bx.set_title("where the batch's time went" + (" (stock: replay as apply, CHECKPOINT as flush)"
+    bx.set_title("where the batch's time went" + (" (stock: replay=apply, CHECKPOINT=flush)"
                   if any(out["profiles"][pr].get("windows") for pr in profiles) else ""), fontsize=8)
     bx.legend(fontsize=7)
     fig.tight_layout()
