@@ -313,7 +313,8 @@ def replay_window(args, profile, agent, mode, node, ts, loop, lsn):
     t0 = time.time()
     if mode in STOCK_MODES:
         node.psql("ALTER SYSTEM RESET recovery_min_apply_delay")
-        node.psql("SELECT pg_reload_conf()")
+        # the reload's signal is sent even when replay, starting at once, cancels the statement
+        retry(lambda: node.psql("SELECT pg_reload_conf()"))
         while retry(lambda: node.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")) != "t":
             time.sleep(0.1)
         t_replayed = time.time()
