@@ -403,7 +403,7 @@ def replay_window(args, profile, agent, mode, node, ts, loop, lsn):
     log(f"{profile} {mode}: {wal_mb:.1f} MB of WAL in {seconds:.1f} s "
         f"(R_apl {r['r_apl_bytes_per_s'] / 1e6:.2f} MB/s), {io['reads']} data-volume reads, "
         f"{io['bytes_written'] / 1e6:.1f} MB written"
-        + (f", phases {r['phases']}, {r['write_back']}" if r.get("phases") else ""))
+        + (f", phases {r['phases']}, {r.get('write_back', '')}" if r.get("phases") else ""))
     return r
 
 
