@@ -24,13 +24,7 @@ impl Raid10 {
                 ),
             });
         }
-        if stripe_unit < 4096 || !stripe_unit.is_power_of_two() {
-            return Err(ShapeProblem {
-                key: "stripe_unit",
-                problem: format!("{stripe_unit} must be a power of two >= 4096"),
-            });
-        }
-        Ok(())
+        super::registry::check_chunk(stripe_unit)
     }
 
     pub fn new(shape: &Shape) -> Result<Self, LayoutError> {

@@ -23,16 +23,7 @@ pub struct Raid56 {
     geometry: Geometry,
 }
 
-/// Chunk sizes accepted by the configuration (MD takes powers of two from 4 KiB).
-fn check_chunk(chunk: u64) -> Result<(), ShapeProblem> {
-    if chunk < 4096 || !chunk.is_power_of_two() {
-        return Err(ShapeProblem {
-            key: "stripe_unit",
-            problem: format!("chunk size {chunk} must be a power of two >= 4096"),
-        });
-    }
-    Ok(())
-}
+use super::registry::check_chunk;
 
 fn check_members(level: Level, members: usize) -> Result<(), ShapeProblem> {
     // MD accepts a 2-member RAID5 (a mirror in disguise); three is the useful minimum.

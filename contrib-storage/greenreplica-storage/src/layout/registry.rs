@@ -28,6 +28,18 @@ pub struct ShapeProblem {
     pub problem: String,
 }
 
+/// Stripe units (chunk sizes) the configuration accepts for every striped layout (MD takes
+/// powers of two from 4 KiB).
+pub(super) fn check_chunk(chunk: u64) -> Result<(), ShapeProblem> {
+    if chunk < 4096 || !chunk.is_power_of_two() {
+        return Err(ShapeProblem {
+            key: "stripe_unit",
+            problem: format!("stripe unit {chunk} must be a power of two >= 4096"),
+        });
+    }
+    Ok(())
+}
+
 pub struct Registration {
     pub name: &'static str,
     /// Members when the command line does not say.

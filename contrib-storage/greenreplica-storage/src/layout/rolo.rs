@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::mirror;
+use super::registry::check_chunk;
 use super::{
     Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan, Reconcile,
     Reserved, Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
@@ -462,16 +463,6 @@ impl Rolo {
     pub fn logged_bytes(&self) -> u64 {
         lock(&self.state).live.iter().sum()
     }
-}
-
-fn check_chunk(chunk: u64) -> Result<(), ShapeProblem> {
-    if chunk < 4096 || !chunk.is_power_of_two() {
-        return Err(ShapeProblem {
-            key: "stripe_unit",
-            problem: format!("{chunk} must be a power of two >= 4096"),
-        });
-    }
-    Ok(())
 }
 
 fn duty_record(st: &State) -> LayoutRecord {
