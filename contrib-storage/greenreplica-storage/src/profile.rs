@@ -84,6 +84,11 @@ pub struct ZoneSpec {
     pub track_skew: Option<u64>,
     /// Shift across a cylinder boundary (covers a one-cylinder seek); derived when absent.
     pub cylinder_skew: Option<u64>,
+    /// Track sizes of the model's units, one list of sectors per track per surface each
+    /// (heads differ per unit); a drive's `unit` picks one, the zone's cylinders grow so
+    /// the unit still holds the zone's sectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Vec<u64>>,
 }
 
 /// The mechanism of a rotating drive (DiskSim's layout and seek parameters).
@@ -107,6 +112,19 @@ pub struct GeometrySpec {
     pub short_seek_fraction: f64,
     /// Outermost zone first.
     pub zones: Vec<ZoneSpec>,
+    /// Serpentine LBA numbering in bands of this many cylinders: one surface outward
+    /// through the band, the next inward, the next band starting on the last surface
+    /// (the Maxtor Atlas 10K V's 32); 0 fills each cylinder surface by surface.
+    #[serde(default)]
+    pub serpentine_cylinders: u64,
+    /// Zero-latency access: a transfer within a track starts with whichever of its
+    /// sectors comes under the head first (out of LBA order).
+    #[serde(default)]
+    pub zero_latency: bool,
+    /// Grown-defect density of a unit (sectors per GB, slipped: their track holds fewer
+    /// LBAs); placed from the drive's `unit` seed, none without one.
+    #[serde(default)]
+    pub defects_per_gb: f64,
 }
 
 fn default_sector_bytes() -> u64 {
@@ -230,6 +248,10 @@ pub struct DriveProfile {
     pub queue: QueueSpec,
     /// Flash devices (`rpm = 0`).
     pub flash: Option<FlashSpec>,
+    /// Which unit of the model this drive is (a member's `drive_seed`): picks the zones'
+    /// track-size variants and the defect list; none is the nominal drive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<u64>,
 }
 
 impl StandbyMode {
@@ -406,6 +428,12 @@ impl DriveProfile {
                     format!("shorter than avg_seek_ms {}", self.avg_seek_ms),
                 ));
             }
+            if !g.defects_per_gb.is_finite() || !(0.0..=100_000.0).contains(&g.defects_per_gb) {
+                return Err(invalid(
+                    "geometry.defects_per_gb",
+                    format!("must lie in [0, 100000], got {}", g.defects_per_gb),
+                ));
+            }
             let mut sectors: u64 = 0;
             for (i, z) in g.zones.iter().enumerate() {
                 if z.cylinders == 0 || z.sectors_per_track == 0 {
@@ -413,6 +441,18 @@ impl DriveProfile {
                         &format!("geometry.zones[{i}]"),
                         "cylinders and sectors_per_track must be > 0".into(),
                     ));
+                }
+                for (v, sizes) in z.variants.iter().enumerate() {
+                    let per_surface = sizes.len() as u64 == g.surfaces;
+                    if !per_surface || sizes.iter().any(|&n| n == 0 || n > 1 << 20) {
+                        return Err(invalid(
+                            &format!("geometry.zones[{i}].variants[{v}]"),
+                            format!(
+                                "needs one track size in 1..=1048576 per surface ({})",
+                                g.surfaces
+                            ),
+                        ));
+                    }
                 }
                 sectors = z
                     .cylinders
