@@ -28,6 +28,8 @@ pub struct MemberSpec {
     pub size: Option<u64>,
     pub profile: String,
     pub standby_mode: Option<String>,
+    /// The member's unit of its drive model (emulated track sizes and defects).
+    pub drive_seed: Option<u64>,
     /// Member data ranges whose reads fail until written (fault injection for tests).
     pub inject_read_errors: Vec<(u64, u64)>,
 }
@@ -72,6 +74,7 @@ impl MemberSpec {
                 .map_err(anyhow::Error::msg)?,
             profile: m.profile.clone(),
             standby_mode: m.standby_mode.clone(),
+            drive_seed: m.drive_seed,
             inject_read_errors: m.inject_read_errors.clone(),
         })
     }
@@ -176,6 +179,7 @@ impl VolumeSpec {
                     size: Some(size),
                     profile: t.profile.clone(),
                     standby_mode: None,
+                    drive_seed: None,
                     inject_read_errors: Vec::new(),
                 })
                 .collect(),
@@ -415,9 +419,11 @@ pub(crate) fn assemble_layout(
         .zip(healths.into_iter().zip(ledgers))
         .enumerate()
     {
-        let profile = Arc::new(
-            DriveProfile::load(&m.profile).with_context(|| format!("volume {name}: member {i}"))?,
-        );
+        let mut profile =
+            DriveProfile::load(&m.profile).with_context(|| format!("volume {name}: member {i}"))?;
+        // The member's own unit of the model (track sizes, defects).
+        profile.unit = m.drive_seed.or(profile.unit);
+        let profile = Arc::new(profile);
         let mode = match &m.standby_mode {
             Some(mode) => profile
                 .mode_index(mode)
@@ -599,6 +605,7 @@ mod tests {
                     size: Some(8 << 20),
                     profile: "test-fast".into(),
                     standby_mode: None,
+                    drive_seed: None,
                     inject_read_errors: Vec::new(),
                 })
                 .collect(),

@@ -173,6 +173,9 @@ pub struct MemberConfig {
     pub profile: String,
     /// Standby mode of the profile to use (default: the profile's default).
     pub standby_mode: Option<String>,
+    /// Which unit of the profile's model this member is: picks its track-size variant and
+    /// defect list (emulated drives; see "Track boundaries" in docs/storage-agent.md).
+    pub drive_seed: Option<u64>,
     /// Fault injection for tests: `[[offset, length], …]` in member data bytes whose reads
     /// fail until they are written (a latent sector error the disk remaps on write).
     #[serde(default)]

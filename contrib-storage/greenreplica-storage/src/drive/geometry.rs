@@ -524,9 +524,24 @@ pub(crate) mod tests {
         }
     }
 
+    /// The profile's drive with the traditional layout (no serpentine numbering).
+    fn plain(name: &str) -> Geometry {
+        let mut profile = DriveProfile::load(name).unwrap();
+        if let Some(g) = profile.geometry.as_mut() {
+            g.serpentine_cylinders = 0;
+        }
+        Geometry::from_profile(&profile)
+    }
+
+    fn unit(name: &str, seed: u64) -> Geometry {
+        let mut profile = DriveProfile::load(name).unwrap();
+        profile.unit = Some(seed);
+        Geometry::from_profile(&profile)
+    }
+
     #[test]
     fn consecutive_blocks_fill_a_track_then_switch_head_then_cylinder() {
-        let g = geometry("maxtor-atlas-10k-v");
+        let g = plain("maxtor-atlas-10k-v");
         let z = &g.zones()[0];
         let spt = z.sectors_per_track;
         let a = g.locate(spt - 1);
@@ -547,7 +562,7 @@ pub(crate) mod tests {
 
     #[test]
     fn skew_covers_the_switch_time() {
-        let g = geometry("maxtor-atlas-10k-v");
+        let g = plain("maxtor-atlas-10k-v");
         let z = &g.zones()[0];
         let sector_s = g.revolution_s() / z.sectors_per_track as f64;
         // The Atlas's head switch (0.4 ms) must fit in the track skew.
@@ -568,5 +583,151 @@ pub(crate) mod tests {
     fn blocks_past_the_end_wrap() {
         let g = geometry("ultrastar-36z15");
         assert_eq!(g.locate(g.total_sectors() + 5), g.locate(5));
+    }
+
+    #[test]
+    fn serpentine_numbering_sweeps_one_surface_outward_and_the_next_inward() {
+        // The paper's Figure 2: LBA 0 on track 31 of the top surface going outward to
+        // track 0, back inward on the other surface to 31, then track 63 of that surface.
+        let g = geometry("maxtor-atlas-10k-v");
+        let spt = g.zones()[0].sectors_per_track;
+        let at = |lba: u64| {
+            let l = g.locate(lba);
+            (l.cylinder, l.head, l.sector)
+        };
+        assert_eq!(at(0), (31, 0, 0));
+        assert_eq!(at(spt - 1), (31, 0, spt - 1));
+        assert_eq!(at(spt), (30, 0, 0), "outward on the same surface");
+        assert_eq!(at(32 * spt - 1), (0, 0, spt - 1));
+        assert_eq!(at(32 * spt), (0, 1, 0), "turn on the other surface");
+        assert_eq!(at(64 * spt - 1), (31, 1, spt - 1));
+        assert_eq!(
+            at(64 * spt),
+            (63, 1, 0),
+            "next band starts on the last surface"
+        );
+        assert_eq!(at(96 * spt), (32, 0, 0));
+        assert_eq!(at(128 * spt), (95, 0, 0));
+    }
+
+    #[test]
+    fn serpentine_skew_follows_lba_order() {
+        // Each next track in LBA order is rotated by the switch that leads to it: a
+        // cylinder switch within a sweep, a head switch at the band's turn.
+        let g = geometry("maxtor-atlas-10k-v");
+        let z = &g.zones()[0];
+        let spt = z.sectors_per_track;
+        let turns = |lba: u64| g.angle(g.locate(lba));
+        let step = |from: u64, to: u64| (turns(to) - turns(from)).rem_euclid(1.0);
+        let cylinder = z.cylinder_skew as f64 / spt as f64;
+        let head = z.track_skew as f64 / spt as f64;
+        assert!((step(0, spt) - cylinder).abs() < 1e-9);
+        assert!((step(31 * spt, 32 * spt) - head).abs() < 1e-9);
+        assert!((step(63 * spt, 64 * spt) - cylinder).abs() < 1e-9);
+    }
+
+    #[test]
+    fn units_of_one_model_differ_in_track_sizes_and_keep_the_capacity() {
+        let profile = DriveProfile::load("maxtor-atlas-10k-v").unwrap();
+        let variants = &profile.geometry.as_ref().unwrap().zones[0].variants;
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..12 {
+            let g = unit("maxtor-atlas-10k-v", seed);
+            let sizes = g.zones()[0].surface_sectors.clone();
+            assert!(variants.contains(&sizes), "seed {seed}: {sizes:?}");
+            seen.insert(sizes);
+            assert!(
+                g.total_sectors() * 512 >= profile.capacity_bytes,
+                "seed {seed}"
+            );
+            assert!(g.defect_count() > 1000, "seed {seed}: {}", g.defect_count());
+        }
+        assert!(seen.len() >= 3, "{seen:?}");
+        // The same seed is the same unit.
+        let (a, b) = (unit("maxtor-atlas-10k-v", 5), unit("maxtor-atlas-10k-v", 5));
+        assert_eq!(a.track_boundaries()[..1000], b.track_boundaries()[..1000]);
+    }
+
+    #[test]
+    fn lba_round_trips_on_units_with_variants_and_defects() {
+        for seed in 0..4 {
+            let g = unit("maxtor-atlas-10k-v", seed);
+            let mut next = lcg(seed + 100);
+            for _ in 0..20_000 {
+                let lba = next() % g.total_sectors();
+                let loc = g.locate(lba);
+                assert_eq!(g.lba(loc), lba, "seed {seed}: {loc:?}");
+                assert!(loc.sector < g.track_sectors(loc));
+                let (first, count) = g.track_lbas(loc);
+                assert!(first <= lba && lba < first + count, "seed {seed}: {lba}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_slipped_defect_shortens_its_track_by_one_block() {
+        let g = unit("maxtor-atlas-10k-v", 3);
+        let bounds = g.track_boundaries();
+        let mut shortened = 0;
+        let mut start = 0;
+        for &b in &bounds {
+            let loc = g.locate(start);
+            let size = g.track_sectors(loc);
+            let holds = b - start;
+            assert!(
+                holds <= size && holds + 8 > size,
+                "{start}: {holds} of {size}"
+            );
+            assert_eq!(g.track_lbas(loc), (start, holds));
+            shortened += u64::from(holds < size);
+            start = b;
+        }
+        assert!(shortened as usize <= g.defect_count());
+        assert!(
+            shortened as usize * 10 >= g.defect_count() * 9,
+            "{shortened}"
+        );
+    }
+
+    #[test]
+    fn zero_latency_reads_a_whole_track_in_one_turn_wherever_the_head_lands() {
+        use crate::drive::disk::DiskMechanism;
+        use crate::drive::queue::{Class, Command, Op};
+        use crate::drive::Mechanism;
+        let mut profile = DriveProfile::load("maxtor-atlas-10k-v").unwrap();
+        profile.cache = None;
+        let read = |offset: u64, len: u64| Command {
+            id: 1,
+            op: Op::Read,
+            offset,
+            len,
+            class: Class::Foreground,
+            arrival: 0.0,
+            data: None,
+        };
+        let g = Geometry::from_profile(&profile);
+        let rev = g.revolution_s();
+        let spt = g.zones()[0].sectors_per_track;
+        let track = spt * 512;
+        for zero_latency in [true, false] {
+            profile.geometry.as_mut().unwrap().zero_latency = zero_latency;
+            let mut disk = DiskMechanism::new(&profile).unwrap();
+            let mut worst: f64 = 0.0;
+            let mut t = 0.0;
+            let mut next = lcg(9);
+            for _ in 0..50 {
+                // Land the head on track 10's cylinder at a random moment, then read it whole.
+                t = disk.serve(&read(9 * track, 512), t).done + (next() % 1000) as f64 * 1e-5;
+                let done = disk.serve(&read(10 * track, track), t).done;
+                worst = worst.max(done - t);
+                t = done;
+            }
+            // Overhead and a one-cylinder seek are well under 2 ms.
+            if zero_latency {
+                assert!(worst <= rev + 2e-3, "{worst} vs turn {rev}");
+            } else {
+                assert!(worst > rev * 1.6 + 2e-3, "{worst} vs turn {rev}");
+            }
+        }
     }
 }
