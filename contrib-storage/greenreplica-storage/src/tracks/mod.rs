@@ -23,6 +23,7 @@
 
 pub mod device;
 pub mod emulated;
+pub mod report;
 #[cfg(test)]
 mod tests;
 

@@ -119,3 +119,47 @@ fn flash_profiles_have_no_tracks() {
     let profile = DriveProfile::load(name).unwrap();
     assert!(EmulatedTimer::new(&profile).is_err());
 }
+
+#[test]
+fn member_arguments_are_checked() {
+    use super::report::Target;
+    assert!(matches!(
+        Target::parse("maxtor-atlas-10k-v@3", None).unwrap(),
+        Target::Emulated { seed: Some(3), .. }
+    ));
+    assert!(matches!(
+        Target::parse("maxtor-atlas-10k-v", Some(4)).unwrap(),
+        Target::Emulated { seed: Some(4), .. }
+    ));
+    assert!(matches!(
+        Target::parse("/dev/sdz", None).unwrap(),
+        Target::Device(_)
+    ));
+    for bad in ["", "x@y", "a\0b", "maxtor-atlas-10k-v@-1"] {
+        assert!(Target::parse(bad, None).is_err(), "{bad:?}");
+    }
+    assert!(
+        Target::parse("maxtor-atlas-10k-v@3", Some(3)).is_err(),
+        "seed twice"
+    );
+    assert!(
+        Target::parse("/dev/sdz", Some(1)).is_err(),
+        "seed on a device"
+    );
+    let report = super::report::run(
+        &Target::parse("maxtor-atlas-10k-v@1", None).unwrap(),
+        Some(100_000),
+        None,
+        true,
+    )
+    .unwrap();
+    assert_eq!(report["matches_model"], true);
+    assert!(report["boundaries"].as_array().unwrap().len() > 50);
+    assert!(super::report::run(
+        &Target::parse("no-such-profile", None).unwrap(),
+        None,
+        None,
+        false
+    )
+    .is_err());
+}
