@@ -111,6 +111,23 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Track-alignment benchmark of one drive model in virtual time (bench/tracks);
+    /// prints one JSON object.
+    TracksBench {
+        #[arg(default_value = "maxtor-atlas-10k-v")]
+        profile: String,
+        /// The unit measured.
+        #[arg(long, default_value_t = 1)]
+        unit: u64,
+        /// Units whose whole-drive extraction is timed.
+        #[arg(long, default_value_t = 4)]
+        units: u64,
+        /// 64-sector accesses of each kind (crossing, within a track).
+        #[arg(long, default_value_t = 2000)]
+        samples: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
         /// One of the RoLo paper's seven traces (src2_2, proj_0, mds_0, wdev_0, web_1,
@@ -329,6 +346,18 @@ fn run(cli: Cli) -> Result<()> {
             use greenreplica_storage::tracks::report;
             let target = report::Target::parse(&member, seed)?;
             let out = report::run(&target, sectors, margin_ms, !summary)?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::TracksBench {
+            profile,
+            unit,
+            units,
+            samples,
+            seed,
+        } => {
+            let out =
+                greenreplica_storage::tracks::bench::run(&profile, unit, units, samples, seed)?;
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }

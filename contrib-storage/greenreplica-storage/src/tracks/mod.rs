@@ -21,6 +21,7 @@
 //! emulated timer has none; on a real drive turn read-ahead off, e.g. `sdparm --clear=RCD`
 //! is not enough: `sdparm --set=DRA`).
 
+pub mod bench;
 pub mod device;
 pub mod emulated;
 pub mod report;
