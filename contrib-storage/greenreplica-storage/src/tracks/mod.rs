@@ -24,6 +24,7 @@
 pub mod bench;
 pub mod device;
 pub mod emulated;
+pub mod map;
 pub mod report;
 #[cfg(test)]
 mod tests;
