@@ -16,7 +16,12 @@ use crate::drive::{Drive, IoKind};
 use crate::profile::DriveProfile;
 
 use super::emulated::EmulatedTimer;
+use super::map::{TrackMap, TrackStripes};
 use super::{extract, WINDOW};
+
+/// Members of the striping comparison, and the stretch of each that is striped.
+const STRIPE_MEMBERS: u64 = 4;
+const STRIPE_REGION_SECTORS: u64 = 4 << 20;
 
 const SECTOR: u64 = 512;
 /// File-system block: aligned extents hold only whole blocks of a track.
@@ -55,6 +60,19 @@ pub struct Stream {
     pub change_pct: f64,
 }
 
+/// Full-stripe reads, one at a time, over members that are different units of the model.
+#[derive(Debug, Serialize)]
+pub struct Striping {
+    pub members: usize,
+    pub stripes_read: usize,
+    /// Chunk of the conventional layout (the mean track size, whole 4 KiB blocks).
+    pub conventional_chunk_sectors: u64,
+    pub conventional_mb_s: f64,
+    /// One track of each member per chunk.
+    pub track_aligned_mb_s: f64,
+    pub gain: f64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct ExtractionTime {
     pub unit: u64,
@@ -73,6 +91,7 @@ pub struct TracksBench {
     pub interleaved: Vec<Interleaved>,
     pub aligned_vs_normal_diff: f64,
     pub stream: Stream,
+    pub striping: Striping,
     pub extraction: Vec<ExtractionTime>,
 }
 
@@ -153,6 +172,77 @@ fn interleave(d: &mut Drive, a: &[(u64, u64)], b: &[(u64, u64)]) -> (f64, u64) {
 
 fn sequential(d: &mut Drive, requests: &[(u64, u64)]) -> (f64, u64) {
     interleave(d, requests, &[])
+}
+
+/// Read random full stripes one after the other; each is one request per member, all
+/// issued at once; (seconds, bytes).
+fn stripe_reads(drives: &mut [Drive], stripes: &[Vec<(usize, u64, u64)>]) -> (f64, u64) {
+    let (mut t, mut bytes) = (0.0_f64, 0);
+    for pieces in stripes {
+        let mut done = t;
+        for &(member, sector, n) in pieces {
+            done = done.max(drives[member].submit(t, IoKind::Read, sector * SECTOR, n * SECTOR));
+            bytes += n * SECTOR;
+        }
+        t = done;
+    }
+    (t, bytes)
+}
+
+fn striping(profile: &DriveProfile, samples: usize, seed: u64) -> Result<Striping> {
+    let mut maps = Vec::new();
+    let mut units = Vec::new();
+    for u in 0..STRIPE_MEMBERS {
+        let mut p = profile.clone();
+        p.unit = Some(u);
+        let mut timer = EmulatedTimer::new(&p)?;
+        let mut b = extract(&mut timer, Some(STRIPE_REGION_SECTORS), None)?.boundaries;
+        let Some(end) = b.pop() else {
+            bail!("unit {u}: no tracks found");
+        };
+        maps.push(TrackMap::new(&b, end)?);
+        units.push(p);
+    }
+    // Stripe k: track k of every member (track-aligned) or chunk k of a fixed size, the
+    // members' mean track size (conventional): the same stretch of the members.
+    let aligned = TrackStripes::new(maps.clone(), 1)?;
+    let tracks: usize = maps.iter().map(TrackMap::tracks).sum();
+    let sectors: u64 = maps.iter().map(TrackMap::sectors).sum();
+    let chunk = sectors / tracks as u64 / BLOCK_SECTORS * BLOCK_SECTORS;
+    let stripes = maps
+        .iter()
+        .map(TrackMap::tracks)
+        .min()
+        .unwrap_or(0)
+        .saturating_sub(1);
+    if stripes < 2 {
+        bail!("too few tracks to stripe");
+    }
+    let mut next = lcg(seed ^ 0x5a);
+    let (mut aligned_plan, mut conventional_plan) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let k = (next() % stripes as u64) as usize;
+        let first = aligned.volume_sector(0, maps[0].start(k)).unwrap_or(0);
+        let size = maps.iter().map(|m| m.start(k + 1) - m.start(k)).sum();
+        aligned_plan.push(aligned.map(first, size));
+        conventional_plan.push(
+            (0..maps.len())
+                .map(|m| (m, k as u64 * chunk, chunk))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let fresh = || -> Result<Vec<Drive>> { units.iter().map(|p| drive(p, true)).collect() };
+    let (t_c, b_c) = stripe_reads(&mut fresh()?, &conventional_plan);
+    let (t_a, b_a) = stripe_reads(&mut fresh()?, &aligned_plan);
+    let (conventional_mb_s, track_aligned_mb_s) = (b_c as f64 / t_c / 1e6, b_a as f64 / t_a / 1e6);
+    Ok(Striping {
+        members: STRIPE_MEMBERS as usize,
+        stripes_read: samples,
+        conventional_chunk_sectors: chunk,
+        conventional_mb_s,
+        track_aligned_mb_s,
+        gain: track_aligned_mb_s / conventional_mb_s,
+    })
 }
 
 pub fn run(
@@ -246,6 +336,8 @@ pub fn run(
         change_pct: (aligned_mb_s / normal_mb_s - 1.0) * 100.0,
     };
 
+    let striping = striping(&profile, samples, seed)?;
+
     let mut extraction = Vec::new();
     for u in 0..units {
         let mut p = profile.clone();
@@ -270,6 +362,7 @@ pub fn run(
         interleaved,
         aligned_vs_normal_diff,
         stream,
+        striping,
         extraction,
     })
 }
