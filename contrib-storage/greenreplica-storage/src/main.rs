@@ -107,6 +107,9 @@ enum Command {
         /// Extra probe time that marks a boundary crossing (default 0.1 ms).
         #[arg(long)]
         margin_ms: Option<f64>,
+        /// Time each probe this many times and keep the fastest (noisy real devices).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
         /// Print only the summary, not the boundary list.
         #[arg(long)]
         summary: bool,
@@ -341,11 +344,12 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             sectors,
             margin_ms,
+            repeat,
             summary,
         } => {
             use greenreplica_storage::tracks::report;
             let target = report::Target::parse(&member, seed)?;
-            let out = report::run(&target, sectors, margin_ms, !summary)?;
+            let out = report::run(&target, sectors, margin_ms, repeat, !summary)?;
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }

@@ -54,7 +54,7 @@ pub struct Extraction {
     pub boundaries: Vec<u64>,
     /// Sectors searched (from LBA 0).
     pub sectors: u64,
-    /// Timed probes (each two reads).
+    /// Timed probes (each two reads; repetitions count).
     pub probes: u64,
     /// Device time the reads took (virtual seconds on an emulated drive).
     pub device_seconds: f64,
@@ -64,8 +64,21 @@ pub struct Extraction {
     pub margin_s: f64,
 }
 
+/// How to search.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExtractOptions {
+    /// Search only the first this many sectors (all when None).
+    pub limit: Option<u64>,
+    /// Extra probe time that marks a crossing (default 0.1 ms).
+    pub margin_s: Option<f64>,
+    /// Time each probe this many times and keep the fastest (noise only adds time on a
+    /// real device); 0 and 1 both mean once.
+    pub repeat: usize,
+}
+
 struct Search<'a, T: AccessTimer + ?Sized> {
     timer: &'a mut T,
+    repeat: usize,
     end: u64,
     probes: u64,
     device_seconds: f64,
@@ -76,14 +89,18 @@ struct Search<'a, T: AccessTimer + ?Sized> {
 impl<T: AccessTimer + ?Sized> Search<'_, T> {
     /// Time to read `[first, first + count)` right after reading `first` alone.
     fn probe(&mut self, first: u64, count: u64) -> Result<f64> {
-        let sync = self.timer.read(first, 1)?;
-        let t = self.timer.read(first, count)?;
-        if !(t.is_finite() && sync.is_finite() && t >= 0.0 && sync >= 0.0) {
-            bail!("the timer returned an unusable time ({sync}, {t}) at sector {first}");
+        let mut fastest = f64::INFINITY;
+        for _ in 0..self.repeat.max(1) {
+            let sync = self.timer.read(first, 1)?;
+            let t = self.timer.read(first, count)?;
+            if !(t.is_finite() && sync.is_finite() && t >= 0.0 && sync >= 0.0) {
+                bail!("the timer returned an unusable time ({sync}, {t}) at sector {first}");
+            }
+            self.probes += 1;
+            self.device_seconds += sync + t;
+            fastest = fastest.min(t);
         }
-        self.probes += 1;
-        self.device_seconds += sync + t;
-        Ok(t)
+        Ok(fastest)
     }
 
     /// Whether a track starts at `lba` (sectors `lba - 1` and `lba` on different tracks).
@@ -158,6 +175,21 @@ pub fn extract(
     limit: Option<u64>,
     margin_s: Option<f64>,
 ) -> Result<Extraction> {
+    extract_with(
+        timer,
+        &ExtractOptions {
+            limit,
+            margin_s,
+            repeat: 1,
+        },
+    )
+}
+
+pub fn extract_with(timer: &mut dyn AccessTimer, options: &ExtractOptions) -> Result<Extraction> {
+    let (limit, margin_s) = (options.limit, options.margin_s);
+    if options.repeat > 64 {
+        bail!("at most 64 repetitions per probe");
+    }
     let end = limit.map_or(timer.sectors(), |l| l.min(timer.sectors()));
     if end < 2 * WINDOW {
         bail!(
@@ -167,6 +199,7 @@ pub fn extract(
     }
     let mut search = Search {
         timer,
+        repeat: options.repeat,
         end,
         probes: 0,
         device_seconds: 0.0,

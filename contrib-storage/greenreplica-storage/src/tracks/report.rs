@@ -11,7 +11,7 @@ use crate::profile::DriveProfile;
 
 use super::device::DeviceTimer;
 use super::emulated::EmulatedTimer;
-use super::{extract, AccessTimer, Extraction};
+use super::{extract_with, AccessTimer, ExtractOptions, Extraction};
 
 /// What `tracks` was asked to look at.
 pub enum Target {
@@ -86,16 +86,21 @@ pub fn run(
     target: &Target,
     limit: Option<u64>,
     margin_ms: Option<f64>,
+    repeat: usize,
     with_list: bool,
 ) -> Result<Value> {
-    let margin = margin_ms.map(|m| m / 1e3);
+    let options = ExtractOptions {
+        limit,
+        margin_s: margin_ms.map(|m| m / 1e3),
+        repeat,
+    };
     let started = Instant::now();
     let (mut out, extraction) = match target {
         Target::Emulated { profile, seed } => {
             let mut p = DriveProfile::load(profile)?;
             p.unit = seed.or(p.unit);
             let mut timer = EmulatedTimer::new(&p)?;
-            let e = extract(&mut timer, limit, margin)?;
+            let e = extract_with(&mut timer, &options)?;
             let mut model = timer.geometry().track_boundaries();
             model.retain(|&b| b < e.sectors);
             (
@@ -114,7 +119,7 @@ pub fn run(
         Target::Device(path) => {
             let mut timer = DeviceTimer::open(Path::new(path))?;
             let sectors = timer.sectors();
-            let e = extract(&mut timer as &mut dyn AccessTimer, limit, margin)?;
+            let e = extract_with(&mut timer as &mut dyn AccessTimer, &options)?;
             (
                 json!({
                     "member": path,

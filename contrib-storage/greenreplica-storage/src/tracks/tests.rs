@@ -150,6 +150,7 @@ fn member_arguments_are_checked() {
         &Target::parse("maxtor-atlas-10k-v@1", None).unwrap(),
         Some(100_000),
         None,
+        1,
         true,
     )
     .unwrap();
@@ -159,7 +160,56 @@ fn member_arguments_are_checked() {
         &Target::parse("no-such-profile", None).unwrap(),
         None,
         None,
+        1,
         false
     )
     .is_err());
+}
+
+/// An emulated drive whose reads sometimes take longer (interrupts, other I/O), as on a
+/// real machine: noise only ever adds time.
+struct Noisy {
+    inner: EmulatedTimer,
+    next: Box<dyn FnMut() -> u64>,
+}
+
+impl AccessTimer for Noisy {
+    fn sectors(&self) -> u64 {
+        self.inner.sectors()
+    }
+    fn read(&mut self, first: u64, count: u64) -> Result<f64> {
+        let t = self.inner.read(first, count)?;
+        let draw = (self.next)();
+        // One read in 20 is late by up to 2 ms.
+        let late = if draw.is_multiple_of(20) {
+            (draw % 2000) as f64 * 1e-6
+        } else {
+            0.0
+        };
+        Ok(t + late)
+    }
+}
+
+#[test]
+fn repeated_probes_keep_the_fastest_and_survive_noisy_timings() {
+    let noisy = || Noisy {
+        inner: EmulatedTimer::new(&maxtor(4, 400.0, true)).unwrap(),
+        next: Box::new(crate::drive::bench::lcg(77)),
+    };
+    let limit = 200_000;
+    let expected = truth(&noisy().inner, limit);
+    let once = ExtractOptions {
+        limit: Some(limit),
+        ..ExtractOptions::default()
+    };
+    let single = extract_with(&mut noisy(), &once);
+    assert!(
+        single.map_or(true, |e| e.boundaries != expected),
+        "one probe each should be fooled by this noise"
+    );
+    let repeated = ExtractOptions { repeat: 5, ..once };
+    let got = extract_with(&mut noisy(), &repeated).unwrap();
+    assert_eq!(got.boundaries, expected);
+    let too_many = ExtractOptions { repeat: 65, ..once };
+    assert!(extract_with(&mut noisy(), &too_many).is_err());
 }
