@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::drive::bench::{fresh_drive, lcg};
-use crate::drive::{Drive, IoKind};
+use crate::drive::{Class, Drive, IoKind, Op};
 use crate::profile::DriveProfile;
 
 use super::emulated::EmulatedTimer;
@@ -71,6 +71,15 @@ pub struct Striping {
     /// One track of each member per chunk.
     pub track_aligned_mb_s: f64,
     pub gain: f64,
+    /// Closed loop: each reader issues its next full-stripe read when the last completes.
+    pub readers: Vec<ReaderScaling>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReaderScaling {
+    pub readers: usize,
+    pub conventional_mb_s: f64,
+    pub track_aligned_mb_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -189,6 +198,77 @@ fn stripe_reads(drives: &mut [Drive], stripes: &[Vec<(usize, u64, u64)>]) -> (f6
     (t, bytes)
 }
 
+/// Closed-loop readers' bookkeeping: which reader each member command belongs to.
+struct Readers<'a> {
+    stripes: &'a [Vec<(usize, u64, u64)>],
+    pending: Vec<usize>,
+    owner: std::collections::HashMap<(usize, u64), usize>,
+    issued: usize,
+    bytes: u64,
+}
+
+impl Readers<'_> {
+    /// Reader `reader` issues the next stripe read (every member's piece at once).
+    fn issue(&mut self, reader: usize, at: f64, drives: &mut [Drive]) {
+        let Some(stripe) = self.stripes.get(self.issued) else {
+            return;
+        };
+        for &(member, sector, n) in stripe {
+            let id = drives[member].enqueue(
+                at,
+                Op::Read,
+                sector * SECTOR,
+                n * SECTOR,
+                Class::Foreground,
+                None,
+            );
+            self.owner.insert((member, id), reader);
+            self.pending[reader] += 1;
+            self.bytes += n * SECTOR;
+        }
+        self.issued += 1;
+    }
+}
+
+/// `readers` closed-loop readers over `stripes` (taken in turn) until all are read; MB/s.
+fn concurrent_stripe_reads(
+    drives: &mut [Drive],
+    stripes: &[Vec<(usize, u64, u64)>],
+    readers: usize,
+) -> f64 {
+    let mut state = Readers {
+        stripes,
+        pending: vec![0; readers],
+        owner: std::collections::HashMap::new(),
+        issued: 0,
+        bytes: 0,
+    };
+    for r in 0..readers {
+        state.issue(r, 0.0, drives);
+    }
+    let mut now = 0.0_f64;
+    loop {
+        let next = drives
+            .iter_mut()
+            .filter_map(Drive::next_completion)
+            .min_by(f64::total_cmp);
+        let Some(t) = next else { break };
+        now = now.max(t);
+        for member in 0..drives.len() {
+            for c in drives[member].poll(t) {
+                let Some(r) = state.owner.remove(&(member, c.id)) else {
+                    continue;
+                };
+                state.pending[r] -= 1;
+                if state.pending[r] == 0 {
+                    state.issue(r, t, drives);
+                }
+            }
+        }
+    }
+    state.bytes as f64 / now.max(1e-9) / 1e6
+}
+
 fn striping(profile: &DriveProfile, samples: usize, seed: u64) -> Result<Striping> {
     let mut maps = Vec::new();
     let mut units = Vec::new();
@@ -235,6 +315,14 @@ fn striping(profile: &DriveProfile, samples: usize, seed: u64) -> Result<Stripin
     let (t_c, b_c) = stripe_reads(&mut fresh()?, &conventional_plan);
     let (t_a, b_a) = stripe_reads(&mut fresh()?, &aligned_plan);
     let (conventional_mb_s, track_aligned_mb_s) = (b_c as f64 / t_c / 1e6, b_a as f64 / t_a / 1e6);
+    let mut readers = Vec::new();
+    for n in [1, 2, 4, 8, 16] {
+        readers.push(ReaderScaling {
+            readers: n,
+            conventional_mb_s: concurrent_stripe_reads(&mut fresh()?, &conventional_plan, n),
+            track_aligned_mb_s: concurrent_stripe_reads(&mut fresh()?, &aligned_plan, n),
+        });
+    }
     Ok(Striping {
         members: STRIPE_MEMBERS as usize,
         stripes_read: samples,
@@ -242,6 +330,7 @@ fn striping(profile: &DriveProfile, samples: usize, seed: u64) -> Result<Stripin
         conventional_mb_s,
         track_aligned_mb_s,
         gain: track_aligned_mb_s / conventional_mb_s,
+        readers,
     })
 }
 
