@@ -644,6 +644,19 @@ mod tests {
     }
 
     #[test]
+    fn each_member_drive_is_the_unit_its_seed_names() {
+        let dir = tmp("units");
+        let mut s = spec(&dir, 2);
+        s.members[0].drive_seed = Some(7);
+        let v = open(&s, &dir).unwrap();
+        let members = v.status_view().members;
+        assert_eq!(members[0].profile["unit"], 7);
+        assert!(members[1].profile["unit"].is_null());
+        drop(v);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_member_that_missed_a_failure_stays_failed() {
         let dir = tmp("stale");
         let s = spec(&dir, 2);

@@ -604,6 +604,27 @@ profile = "test-fast"
     }
 
     #[test]
+    fn a_member_names_its_drive_unit() {
+        let text = MINIMAL.replacen(
+            "profile = \"test-fast\"",
+            "profile = \"test-fast\"\ndrive_seed = 3",
+            1,
+        );
+        let c = Config::parse(&text, "test.toml").unwrap();
+        assert_eq!(c.volumes[0].members[0].drive_seed, Some(3));
+        assert_eq!(c.volumes[0].members[1].drive_seed, None);
+        let e = err(&MINIMAL.replacen(
+            "profile = \"test-fast\"",
+            "profile = \"test-fast\"\ndrive_seed = -1",
+            1,
+        ));
+        assert!(
+            e.contains("drive_seed") || e.contains("invalid value"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let e = err(&MINIMAL.replace("\"64MiB\"", "\"64 furlongs\""));
         assert!(e.contains("volume[0].member[0].size"), "{e}");

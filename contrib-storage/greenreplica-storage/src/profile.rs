@@ -595,6 +595,7 @@ impl DriveProfile {
             "idle_w": self.idle_w,
             "standby_w": m.power_w,
             "capacity_bytes": self.capacity_bytes,
+            "unit": self.unit,
         })
     }
 }
