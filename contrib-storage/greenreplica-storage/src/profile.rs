@@ -428,6 +428,19 @@ impl DriveProfile {
                     format!("shorter than avg_seek_ms {}", self.avg_seek_ms),
                 ));
             }
+            if g.surfaces > 64 {
+                return Err(invalid(
+                    "geometry.surfaces",
+                    format!("at most 64 surfaces, got {}", g.surfaces),
+                ));
+            }
+            let defects = g.defects_per_gb * self.capacity_bytes as f64 / 1e9;
+            if defects > f64::from(1u32 << 24) {
+                return Err(invalid(
+                    "geometry.defects_per_gb",
+                    format!("{defects:.0} defects on this drive; at most 16777216"),
+                ));
+            }
             if !g.defects_per_gb.is_finite() || !(0.0..=100_000.0).contains(&g.defects_per_gb) {
                 return Err(invalid(
                     "geometry.defects_per_gb",
@@ -603,6 +616,29 @@ impl DriveProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn track_geometry_options_are_checked() {
+        let base = include_str!("../../profiles/maxtor-atlas-10k-v.toml");
+        let bad = |from: &str, to: &str| {
+            let text = base.replacen(from, to, 1);
+            assert_ne!(text, base, "{from}");
+            DriveProfile::parse(&text, "test").unwrap_err().to_string()
+        };
+        let e = bad("surfaces = 2", "surfaces = 100000");
+        assert!(e.contains("geometry.surfaces"), "{e}");
+        let e = bad("defects_per_gb = 20.0", "defects_per_gb = -1.0");
+        assert!(e.contains("defects_per_gb"), "{e}");
+        let e = bad(
+            "capacity_bytes = 73_500_000_000",
+            "capacity_bytes = 73_500_000_000_000_000",
+        );
+        assert!(e.contains("defects_per_gb") && e.contains("at most"), "{e}");
+        let e = bad("variants = [[1092, 1144],", "variants = [[1092],");
+        assert!(e.contains("variants[0]"), "{e}");
+        let e = bad("variants = [[1092, 1144],", "variants = [[0, 1144],");
+        assert!(e.contains("variants[0]"), "{e}");
+    }
 
     #[test]
     fn every_builtin_profile_loads_and_validates() {
