@@ -50,7 +50,13 @@ def main():
     r["paper"] = PAPER
     r["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "tracks.json").write_text(json.dumps(r, indent=1) + "\n")
+    points = r["crossing"]["points"]
+    stored = dict(r, crossing=dict(r["crossing"], points=[[o, round(ms, 3)]
+                                                          for o, ms in points[:1000]]))
+    text = json.dumps(stored, indent=1)
+    # One line per scatter point pair is long enough; keep the file small.
+    (RESULTS / "tracks.json").write_text(json.dumps(stored, separators=(",", ":")) + "\n"
+                                         if len(text) > 200_000 else text + "\n")
 
     fig, ax = plt.subplots(2, 3, figsize=(17, 8))
     c = r["crossing"]
