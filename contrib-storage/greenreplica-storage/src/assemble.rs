@@ -28,6 +28,8 @@ pub struct MemberSpec {
     pub size: Option<u64>,
     pub profile: String,
     pub standby_mode: Option<String>,
+    /// The member's unit of its drive model (emulated track sizes and defects).
+    pub drive_seed: Option<u64>,
     /// Member data ranges whose reads fail until written (fault injection for tests).
     pub inject_read_errors: Vec<(u64, u64)>,
 }
@@ -72,6 +74,7 @@ impl MemberSpec {
                 .map_err(anyhow::Error::msg)?,
             profile: m.profile.clone(),
             standby_mode: m.standby_mode.clone(),
+            drive_seed: m.drive_seed,
             inject_read_errors: m.inject_read_errors.clone(),
         })
     }
@@ -176,6 +179,7 @@ impl VolumeSpec {
                     size: Some(size),
                     profile: t.profile.clone(),
                     standby_mode: None,
+                    drive_seed: None,
                     inject_read_errors: Vec::new(),
                 })
                 .collect(),
@@ -415,9 +419,11 @@ pub(crate) fn assemble_layout(
         .zip(healths.into_iter().zip(ledgers))
         .enumerate()
     {
-        let profile = Arc::new(
-            DriveProfile::load(&m.profile).with_context(|| format!("volume {name}: member {i}"))?,
-        );
+        let mut profile =
+            DriveProfile::load(&m.profile).with_context(|| format!("volume {name}: member {i}"))?;
+        // The member's own unit of the model (track sizes, defects).
+        profile.unit = m.drive_seed.or(profile.unit);
+        let profile = Arc::new(profile);
         let mode = match &m.standby_mode {
             Some(mode) => profile
                 .mode_index(mode)
@@ -599,6 +605,7 @@ mod tests {
                     size: Some(8 << 20),
                     profile: "test-fast".into(),
                     standby_mode: None,
+                    drive_seed: None,
                     inject_read_errors: Vec::new(),
                 })
                 .collect(),
@@ -633,6 +640,19 @@ mod tests {
         let mut buf = [0u8; 4];
         v.read(4096, &mut buf).unwrap();
         assert_eq!(&buf, b"kept");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn each_member_drive_is_the_unit_its_seed_names() {
+        let dir = tmp("units");
+        let mut s = spec(&dir, 2);
+        s.members[0].drive_seed = Some(7);
+        let v = open(&s, &dir).unwrap();
+        let members = v.status_view().members;
+        assert_eq!(members[0].profile["unit"], 7);
+        assert!(members[1].profile["unit"].is_null());
+        drop(v);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

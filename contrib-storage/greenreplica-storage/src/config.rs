@@ -173,6 +173,9 @@ pub struct MemberConfig {
     pub profile: String,
     /// Standby mode of the profile to use (default: the profile's default).
     pub standby_mode: Option<String>,
+    /// Which unit of the profile's model this member is: picks its track-size variant and
+    /// defect list (emulated drives; see "Track boundaries" in docs/storage-agent.md).
+    pub drive_seed: Option<u64>,
     /// Fault injection for tests: `[[offset, length], …]` in member data bytes whose reads
     /// fail until they are written (a latent sector error the disk remaps on write).
     #[serde(default)]
@@ -598,6 +601,27 @@ profile = "test-fast"
             64 << 20
         );
         assert_eq!(v.export.mode, "0700");
+    }
+
+    #[test]
+    fn a_member_names_its_drive_unit() {
+        let text = MINIMAL.replacen(
+            "profile = \"test-fast\"",
+            "profile = \"test-fast\"\ndrive_seed = 3",
+            1,
+        );
+        let c = Config::parse(&text, "test.toml").unwrap();
+        assert_eq!(c.volumes[0].members[0].drive_seed, Some(3));
+        assert_eq!(c.volumes[0].members[1].drive_seed, None);
+        let e = err(&MINIMAL.replacen(
+            "profile = \"test-fast\"",
+            "profile = \"test-fast\"\ndrive_seed = -1",
+            1,
+        ));
+        assert!(
+            e.contains("drive_seed") || e.contains("invalid value"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub mod superblock;
 pub mod sync;
 pub mod synth;
 pub mod trace;
+pub mod tracks;
 pub mod users;
 pub mod volume;
 

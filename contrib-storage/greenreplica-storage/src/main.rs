@@ -93,6 +93,44 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Extract a member's track boundaries by timing and print them (JSON) with the time
+    /// it took: MEMBER is PROFILE[@SEED] (an emulated drive, virtual time) or a device path
+    /// (opened read-only, real time).
+    Tracks {
+        member: String,
+        /// The emulated drive's unit (same as @SEED).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Search only the first this many sectors.
+        #[arg(long)]
+        sectors: Option<u64>,
+        /// Extra probe time that marks a boundary crossing (default 0.1 ms).
+        #[arg(long)]
+        margin_ms: Option<f64>,
+        /// Time each probe this many times and keep the fastest (noisy real devices).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Print only the summary, not the boundary list.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Track-alignment benchmark of one drive model in virtual time (bench/tracks);
+    /// prints one JSON object.
+    TracksBench {
+        #[arg(default_value = "maxtor-atlas-10k-v")]
+        profile: String,
+        /// The unit measured.
+        #[arg(long, default_value_t = 1)]
+        unit: u64,
+        /// Units whose whole-drive extraction is timed.
+        #[arg(long, default_value_t = 4)]
+        units: u64,
+        /// 64-sector accesses of each kind (crossing, within a track).
+        #[arg(long, default_value_t = 2000)]
+        samples: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Write a synthetic block trace (MSR Cambridge CSV) to standard output.
     SynthTrace {
         /// One of the RoLo paper's seven traces (src2_2, proj_0, mds_0, wdev_0, web_1,
@@ -298,6 +336,32 @@ fn run(cli: Cli) -> Result<()> {
                 let modes: Vec<Value> = (0..p.standby_modes.len()).map(|i| p.summary(i)).collect();
                 out.push(json!({"name": p.name, "default_standby_mode": p.default_standby_mode, "modes": modes}));
             }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::Tracks {
+            member,
+            seed,
+            sectors,
+            margin_ms,
+            repeat,
+            summary,
+        } => {
+            use greenreplica_storage::tracks::report;
+            let target = report::Target::parse(&member, seed)?;
+            let out = report::run(&target, sectors, margin_ms, repeat, !summary)?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::TracksBench {
+            profile,
+            unit,
+            units,
+            samples,
+            seed,
+        } => {
+            let out =
+                greenreplica_storage::tracks::bench::run(&profile, unit, units, samples, seed)?;
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }

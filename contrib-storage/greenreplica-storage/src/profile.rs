@@ -84,6 +84,11 @@ pub struct ZoneSpec {
     pub track_skew: Option<u64>,
     /// Shift across a cylinder boundary (covers a one-cylinder seek); derived when absent.
     pub cylinder_skew: Option<u64>,
+    /// Track sizes of the model's units, one list of sectors per track per surface each
+    /// (heads differ per unit); a drive's `unit` picks one, the zone's cylinders grow so
+    /// the unit still holds the zone's sectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Vec<u64>>,
 }
 
 /// The mechanism of a rotating drive (DiskSim's layout and seek parameters).
@@ -107,6 +112,19 @@ pub struct GeometrySpec {
     pub short_seek_fraction: f64,
     /// Outermost zone first.
     pub zones: Vec<ZoneSpec>,
+    /// Serpentine LBA numbering in bands of this many cylinders: one surface outward
+    /// through the band, the next inward, the next band starting on the last surface
+    /// (the Maxtor Atlas 10K V's 32); 0 fills each cylinder surface by surface.
+    #[serde(default)]
+    pub serpentine_cylinders: u64,
+    /// Zero-latency access: a transfer within a track starts with whichever of its
+    /// sectors comes under the head first (out of LBA order).
+    #[serde(default)]
+    pub zero_latency: bool,
+    /// Grown-defect density of a unit (sectors per GB, slipped: their track holds fewer
+    /// LBAs); placed from the drive's `unit` seed, none without one.
+    #[serde(default)]
+    pub defects_per_gb: f64,
 }
 
 fn default_sector_bytes() -> u64 {
@@ -230,6 +248,10 @@ pub struct DriveProfile {
     pub queue: QueueSpec,
     /// Flash devices (`rpm = 0`).
     pub flash: Option<FlashSpec>,
+    /// Which unit of the model this drive is (a member's `drive_seed`): picks the zones'
+    /// track-size variants and the defect list; none is the nominal drive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<u64>,
 }
 
 impl StandbyMode {
@@ -406,6 +428,25 @@ impl DriveProfile {
                     format!("shorter than avg_seek_ms {}", self.avg_seek_ms),
                 ));
             }
+            if g.surfaces > 64 {
+                return Err(invalid(
+                    "geometry.surfaces",
+                    format!("at most 64 surfaces, got {}", g.surfaces),
+                ));
+            }
+            let defects = g.defects_per_gb * self.capacity_bytes as f64 / 1e9;
+            if defects > f64::from(1u32 << 24) {
+                return Err(invalid(
+                    "geometry.defects_per_gb",
+                    format!("{defects:.0} defects on this drive; at most 16777216"),
+                ));
+            }
+            if !g.defects_per_gb.is_finite() || !(0.0..=100_000.0).contains(&g.defects_per_gb) {
+                return Err(invalid(
+                    "geometry.defects_per_gb",
+                    format!("must lie in [0, 100000], got {}", g.defects_per_gb),
+                ));
+            }
             let mut sectors: u64 = 0;
             for (i, z) in g.zones.iter().enumerate() {
                 if z.cylinders == 0 || z.sectors_per_track == 0 {
@@ -413,6 +454,18 @@ impl DriveProfile {
                         &format!("geometry.zones[{i}]"),
                         "cylinders and sectors_per_track must be > 0".into(),
                     ));
+                }
+                for (v, sizes) in z.variants.iter().enumerate() {
+                    let per_surface = sizes.len() as u64 == g.surfaces;
+                    if !per_surface || sizes.iter().any(|&n| n == 0 || n > 1 << 20) {
+                        return Err(invalid(
+                            &format!("geometry.zones[{i}].variants[{v}]"),
+                            format!(
+                                "needs one track size in 1..=1048576 per surface ({})",
+                                g.surfaces
+                            ),
+                        ));
+                    }
                 }
                 sectors = z
                     .cylinders
@@ -555,6 +608,7 @@ impl DriveProfile {
             "idle_w": self.idle_w,
             "standby_w": m.power_w,
             "capacity_bytes": self.capacity_bytes,
+            "unit": self.unit,
         })
     }
 }
@@ -562,6 +616,29 @@ impl DriveProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn track_geometry_options_are_checked() {
+        let base = include_str!("../../profiles/maxtor-atlas-10k-v.toml");
+        let bad = |from: &str, to: &str| {
+            let text = base.replacen(from, to, 1);
+            assert_ne!(text, base, "{from}");
+            DriveProfile::parse(&text, "test").unwrap_err().to_string()
+        };
+        let e = bad("surfaces = 2", "surfaces = 100000");
+        assert!(e.contains("geometry.surfaces"), "{e}");
+        let e = bad("defects_per_gb = 20.0", "defects_per_gb = -1.0");
+        assert!(e.contains("defects_per_gb"), "{e}");
+        let e = bad(
+            "capacity_bytes = 73_500_000_000",
+            "capacity_bytes = 73_500_000_000_000_000",
+        );
+        assert!(e.contains("defects_per_gb") && e.contains("at most"), "{e}");
+        let e = bad("variants = [[1092, 1144],", "variants = [[1092],");
+        assert!(e.contains("variants[0]"), "{e}");
+        let e = bad("variants = [[1092, 1144],", "variants = [[0, 1144],");
+        assert!(e.contains("variants[0]"), "{e}");
+    }
 
     #[test]
     fn every_builtin_profile_loads_and_validates() {

@@ -65,6 +65,7 @@ fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
                 size: Some(8 << 20),
                 profile: "test-fast".into(),
                 standby_mode: None,
+                drive_seed: None,
                 inject_read_errors: Vec::new(),
             })
             .collect(),

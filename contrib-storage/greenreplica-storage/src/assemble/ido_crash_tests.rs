@@ -32,6 +32,7 @@ fn spec(dir: &Path) -> VolumeSpec {
                 size: Some(8 << 20),
                 profile: "test-fast".into(),
                 standby_mode: None,
+                drive_seed: None,
                 inject_read_errors: Vec::new(),
             })
             .collect(),

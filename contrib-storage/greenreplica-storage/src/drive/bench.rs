@@ -73,7 +73,7 @@ pub struct DriveBench {
     pub scattered_writes: Vec<ScatteredWrites>,
 }
 
-fn lcg(seed: u64) -> impl FnMut() -> u64 {
+pub(crate) fn lcg(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     move || {
         x = x
@@ -83,7 +83,7 @@ fn lcg(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
-fn fresh_drive(profile: &Arc<DriveProfile>) -> Result<Drive> {
+pub(crate) fn fresh_drive(profile: &Arc<DriveProfile>) -> Result<Drive> {
     let policy: PolicySpec = "always-on"
         .parse()
         .map_err(|e: String| anyhow::anyhow!(e))?;

@@ -121,21 +121,57 @@ impl DiskMechanism {
         let rev = self.geometry.revolution_s();
         let (mut t, mut lba, mut left) = (start, first, count);
         loop {
-            let loc = self.geometry.locate(lba);
-            t = self.sector_reached(self.head, loc, t, write);
-            let spt = self.geometry.zones()[loc.zone].sectors_per_track;
-            let on_track = left.min(spt - loc.sector);
-            t += on_track as f64 / spt as f64 * rev;
+            let run = self.geometry.track_run(lba, left);
+            let loc = run.start;
+            let spt = run.track_sectors;
+            let sector_s = rev / spt as f64;
+            let mut last = loc.sector + run.sectors - 1;
+            match self.zero_latency_start(loc, run.sectors, t, write) {
+                // Zero latency: from the first whole sector under the head to the end of
+                // the run, round to its start and up to that sector: one turn in all.
+                Some((reached, under)) => {
+                    t = reached + rev;
+                    last = under - 1;
+                }
+                None => {
+                    t = self.sector_reached(self.head, loc, t, write);
+                    t += run.sectors as f64 * sector_s;
+                }
+            }
             self.head = Some(Location {
-                sector: loc.sector + on_track - 1,
+                sector: last,
                 ..loc
             });
-            left -= on_track;
-            lba += on_track;
+            left -= run.lbas;
+            lba += run.lbas;
             if left == 0 {
                 return t;
             }
         }
+    }
+
+    /// With zero-latency access, when the head reaches `loc`'s track inside the run of
+    /// `sectors` sectors: (arrival time, the first whole sector of the run under the head).
+    fn zero_latency_start(
+        &self,
+        loc: Location,
+        sectors: u64,
+        at: Seconds,
+        write: bool,
+    ) -> Option<(Seconds, u64)> {
+        if !self.geometry.zero_latency() {
+            return None;
+        }
+        let rev = self.geometry.revolution_s();
+        let spt = self.geometry.track_sectors(loc) as f64;
+        let arrive = at + self.switch_time(self.head, loc, write);
+        let track_start = self.geometry.angle(Location { sector: 0, ..loc });
+        let under = ((arrive / rev).fract() - track_start).rem_euclid(1.0) * spt;
+        let first_whole = (under - 1e-9).ceil().max(0.0) as u64;
+        // Arriving before the run (or at its first sector) is the ordinary case.
+        let inside = first_whole > loc.sector && first_whole < loc.sector + sectors;
+        let wait = (first_whole as f64 - under) / spt * rev;
+        inside.then_some((arrive + wait, first_whole))
     }
 
     /// The read-ahead stream stops when the head is needed elsewhere; the head stays
@@ -161,17 +197,16 @@ impl DiskMechanism {
         let sb = self.geometry.sector_bytes();
         let mut candidates: Vec<u64> = Vec::new();
         if let Some(h) = self.head {
-            let spt = self.geometry.zones()[h.zone].sectors_per_track;
-            let track = self.geometry.lba(Location { sector: 0, ..h }) * sb;
-            candidates.extend(self.write_cache.starts_in(track, track + spt * sb));
+            let in_track = |head| {
+                let (first, count) = self.geometry.track_lbas(Location { head, ..h });
+                self.write_cache.starts_in(first * sb, (first + count) * sb)
+            };
+            candidates.extend(in_track(h.head));
             if candidates.is_empty() {
-                let cylinder = self.geometry.lba(Location {
-                    head: 0,
-                    sector: 0,
-                    ..h
-                }) * sb;
-                let end = cylinder + self.geometry.surfaces() * spt * sb;
-                candidates.extend(self.write_cache.starts_in(cylinder, end));
+                // The cylinder's tracks need not be adjacent in LBA order (serpentine).
+                for head in 0..self.geometry.surfaces() {
+                    candidates.extend(in_track(head));
+                }
             }
         }
         if candidates.is_empty() {
