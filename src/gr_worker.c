@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xlogprefetcher.h"
 #include "access/xlogrecovery.h"
 #include "miscadmin.h"
@@ -198,8 +199,8 @@ typedef struct GrScheduler
 	GrWindow	window;
 	GrBatchCompaction compaction;
 	uint64		records_at_apply;
-	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
-												 * restartpoint */
+	XLogRecPtr	restartpoint_requested; /* redo of the checkpoint FLUSH
+										 * last requested a restartpoint for */
 
 	/* when the received WAL arrived (greenreplica.max_apply_delay) */
 	GrArrivals	arrivals;
@@ -954,6 +955,28 @@ gr_track_restartpoints(TimestampTz now)
 }
 
 /*
+ * Whether a restartpoint is owed: a checkpoint record was replayed whose
+ * redo pointer is past the last completed restartpoint's, whoever took that
+ * one (FLUSH, the checkpointer on its own, an operator's CHECKPOINT).  It
+ * compares with pg_control's redo pointer, which moves when a restartpoint
+ * ends, not with the shared one (GetRedoRecPtr), which moves when it
+ * begins: one under way at FLUSH is still owed, and FLUSH's immediate
+ * request makes it finish before the volume sleeps.  Once FLUSH has asked
+ * for one at that checkpoint it is not owed again (the checkpointer skips a
+ * restartpoint it may not take, e.g. with invalid pages referenced).
+ */
+static bool
+gr_restartpoint_owed(XLogRecPtr checkpoint_redo)
+{
+	XLogRecPtr	restartpoint_redo;
+	TimeLineID	restartpoint_tli;
+
+	GetOldestRestartPoint(&restartpoint_redo, &restartpoint_tli);
+	return checkpoint_redo > restartpoint_redo &&
+		checkpoint_redo != sched.restartpoint_requested;
+}
+
+/*
  * Whether a restartpoint is due at a batch end reached at "upto", with a
  * checkpoint record replayed since the last restartpoint, when the volume
  * then sleeps idle_s (gr_plan_restartpoint_due).
@@ -1380,15 +1403,15 @@ gr_learn_model(uint64 bytes)
 
 /*
  * FLUSH's write-back decision: write the dirty buffers back now (with a
- * restartpoint when a checkpoint record was replayed), or carry them to a
+ * restartpoint when one is owed), or carry them to a
  * later batch (only when no restartpoint is due).  Returns the
  * buffers written; sets sched.carried_*.
  */
 static int
 gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 {
-	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
-	bool		checkpoint_replayed = checkpoint_end > sched.restartpoint_checkpoint;
+	XLogRecPtr	checkpoint_redo = pg_atomic_read_u64(&gr_state->last_checkpoint_redo);
+	bool		restartpoint_owed = gr_restartpoint_owed(checkpoint_redo);
 	GrWriteBack verdict = GR_WB_DISABLED;
 	int			written = 0;
 
@@ -1405,7 +1428,7 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 		if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
 			idle_s = Min(idle_s, (double) gr_max_apply_delay_s);
 		/* a window ended at its checkpoint record for this restartpoint */
-		restartpoint_due = checkpoint_replayed &&
+		restartpoint_due = restartpoint_owed &&
 			(sched.ended_at_checkpoint || gr_restartpoint_due(now, applied_to, idle_s));
 		in.enabled = true;
 		in.bgwriter_writes = bgwriter_lru_maxpages > 0;
@@ -1437,11 +1460,11 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 	 * also lets WAL be recycled, and costs little once everything is
 	 * written anyway.
 	 */
-	if (checkpoint_replayed)
+	if (restartpoint_owed)
 	{
 		gr_set_step("restartpoint");
 		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
-		sched.restartpoint_checkpoint = checkpoint_end;
+		sched.restartpoint_requested = checkpoint_redo;
 		gr_track_restartpoints(GetCurrentTimestamp());
 		SpinLockAcquire(&gr_state->mutex);
 		gr_state->restartpoints++;
@@ -2040,7 +2063,6 @@ gr_scheduler_main(Datum main_arg)
 	sched.reads_per_byte = -1;
 	sched.write_s = -1;
 	sched.restartpoint_redo = GetRedoRecPtr();
-	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	gr_remember_source_settings();
 	SpinLockAcquire(&gr_state->mutex);
 	sched.operator_resumes_seen = gr_state->operator_resumes;

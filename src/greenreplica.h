@@ -76,8 +76,8 @@ typedef struct GrSharedState
 	pg_atomic_uint64 stop_lsn;	/* pause after the record ending here; 0 =
 								 * none */
 	pg_atomic_uint64 records_replayed;
-	pg_atomic_uint64 last_checkpoint_end;	/* end of the last replayed
-											 * checkpoint record */
+	pg_atomic_uint64 last_checkpoint_redo;	/* redo pointer of the last
+											 * replayed checkpoint record */
 
 	slock_t		mutex;			/* protects everything below */
 	GrPhase		phase;
