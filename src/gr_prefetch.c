@@ -27,6 +27,10 @@
  * pread() in the same order, which only waits for the readahead to land.
  * Redo then finds its pages in the page cache.  Shared buffers are not
  * touched, so a window is bounded by a share of RAM, not of shared_buffers.
+ * Blocks already in shared buffers (left there by the previous batch) are
+ * left out of the read set first, as PrefetchSharedBuffer() leaves them out
+ * on the buffers path: redo finds them in the pool, and the merged ranges
+ * may read through them as a gap, never for them.
  * The gap blocks read through are pages redo does not need; they are read
  * as they are on disk into the page cache only, which changes nothing redo
  * sees.
@@ -44,6 +48,7 @@
 #include "common/relpath.h"
 #include "storage/fd.h"
 #include "portability/instr_time.h"
+#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
 #include "utils/memutils.h"
@@ -129,6 +134,52 @@ gr_prefetch_run(SMgrRelation smgr, ForkNumber fork, const GrBlockKey *blocks,
 	}
 	pfree(missing);
 	return true;
+}
+
+/*
+ * Whether a block is in shared buffers now: the buffer mapping lookup
+ * PrefetchSharedBuffer() makes, without pinning anything.  The buffer may be
+ * evicted before redo reaches the block (or be one whose read failed); redo
+ * then reads it itself.  That is a cost, never a correctness issue: the
+ * read set only warms caches, and nothing here changes what redo reads or
+ * writes.
+ */
+static bool
+gr_block_resident(RelFileNode rnode, ForkNumber fork, BlockNumber block)
+{
+	BufferTag	tag;
+	uint32		hash;
+	LWLock	   *partition;
+	int			buf_id;
+
+	INIT_BUFFERTAG(tag, rnode, fork, block);
+	hash = BufTableHashCode(&tag);
+	partition = BufMappingPartitionLock(hash);
+	LWLockAcquire(partition, LW_SHARED);
+	buf_id = BufTableLookup(&tag, hash);
+	LWLockRelease(partition);
+	return buf_id >= 0;
+}
+
+/*
+ * Copy blocks[0 .. n) of one relation fork to out, without those in shared
+ * buffers now (counted as cached); returns how many were copied.
+ */
+static uint64
+gr_drop_resident(RelFileNode rnode, ForkNumber fork, const GrBlockKey *blocks,
+				 uint64 n, GrBlockKey *out, GrPrefetchResult *result)
+{
+	uint64		kept = 0;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		if (!gr_debug_prefetch_resident &&
+			gr_block_resident(rnode, fork, blocks[i].block))
+			result->blocks_cached++;
+		else
+			out[kept++] = blocks[i];
+	}
+	return kept;
 }
 
 /* os_cache: one merged read range of one segment file. */
@@ -251,6 +302,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 {
 	GrOsRange  *ranges = palloc(sizeof(GrOsRange) * Max(n, 1));
 	GrBlockRange *merged = palloc(sizeof(GrBlockRange) * Max(n, 1));
+	GrBlockKey *missing = palloc(sizeof(GrBlockKey) * Max(n, 1));
 	char	  **paths = palloc(sizeof(char *) * Max(n, 1));
 	char	   *chunk = palloc(GR_OS_CACHE_CHUNK);
 	uint64		nranges = 0;
@@ -275,6 +327,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 			BlockNumber segno = blocks[i].block / RELSEG_SIZE;
 			uint64		seg_end = i;
 			uint64		nmerged;
+			uint64		nmissing;
 			uint64		m;
 			int			segfd;
 
@@ -289,15 +342,23 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 				   blocks[seg_end].block / RELSEG_SIZE == segno)
 				seg_end++;
 
+			nmissing = gr_drop_resident(rnode, fork, &blocks[i], seg_end - i,
+										missing, result);
+			if (nmissing == 0)
+			{
+				i = seg_end;
+				continue;
+			}
 			paths[nfiles] = segno > 0 ? psprintf("%s.%u", path, segno) : pstrdup(path);
 			segfd = OpenTransientFile(paths[nfiles], O_RDONLY | PG_BINARY);
 			if (segfd < 0)
 			{
-				result->blocks_skipped += seg_end - i;
+				pfree(paths[nfiles]);
+				result->blocks_skipped += nmissing;
 				i = seg_end;
 				continue;
 			}
-			nmerged = gr_merge_ranges(&blocks[i], seg_end - i,
+			nmerged = gr_merge_ranges(missing, nmissing,
 									  (uint32) gr_prefetch_merge_gap, merged);
 			for (m = 0; m < nmerged; m++)
 			{
@@ -366,6 +427,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 	pfree(chunk);
 	pfree(ranges);
 	pfree(merged);
+	pfree(missing);
 }
 
 /*

@@ -156,6 +156,7 @@ typedef struct GrBatchCompaction
 	double		decode_seconds;
 	double		prefetch_seconds;	/* PREFETCH's share of the batch */
 	uint64		gap_blocks;		/* os_cache: read through between needed */
+	uint64		blocks_cached;	/* read set found in shared buffers */
 } GrBatchCompaction;
 
 /* The scheduler's private state; what others may see goes to gr_state. */
@@ -1148,6 +1149,7 @@ gr_prefetch_and_apply(TimestampTz now)
 	sched.compaction.blocks_read += r.blocks_read;
 	sched.compaction.prefetch_seconds += r.seconds;
 	sched.compaction.gap_blocks += r.gap_blocks;
+	sched.compaction.blocks_cached += r.blocks_cached;
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica prefetch%s: " UINT64_FORMAT " blocks planned, " UINT64_FORMAT " read in " UINT64_FORMAT " I/Os, " UINT64_FORMAT " already cached, " UINT64_FORMAT " skipped, in %.3f s",
 							 r.aborted ? " (aborted)" : "", r.blocks_planned, r.blocks_read,
@@ -1537,6 +1539,7 @@ gr_flush_batch(TimestampTz now)
 	gr_state->last_batch_apply_s = apply_s;
 	gr_state->last_batch_flush_s = flush_s;
 	gr_state->last_batch_gap_blocks = sched.compacting ? sched.compaction.gap_blocks : 0;
+	gr_state->last_batch_blocks_cached = sched.compacting ? sched.compaction.blocks_cached : 0;
 	gr_state->batches++;
 	gr_state->last_batch_start = sched.batch_start;
 	gr_state->last_batch_duration_s = gr_seconds_between(sched.batch_start, done);
