@@ -2031,6 +2031,32 @@ gr_step(TimestampTz now)
 	}
 }
 
+/*
+ * PostgreSQL's recovery prefetcher, during APPLY, also reads blocks whose
+ * first change in the window restores a full-page image (reads redo never
+ * needs, which PREFETCH leaves out): 86 reads per MB of WAL in the
+ * fresh-window benchmark, where redo needed 6 in all.  The scheduler cannot
+ * turn it off for a batch: recovery_prefetch is the startup process's
+ * setting (PGC_SIGHUP, no hook), reloaded from the configuration files at
+ * every SIGHUP, and overriding it there would leave SHOW and pg_settings
+ * saying "on".  So it warns, at start and whenever a reload makes the
+ * combination appear.
+ */
+static void
+gr_warn_recovery_prefetch(void)
+{
+	static bool warned = false;
+	bool		wasteful = gr_mode == GR_MODE_COMPACT &&
+		recovery_prefetch != RECOVERY_PREFETCH_OFF;
+
+	if (wasteful && !warned)
+		ereport(WARNING,
+				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
+				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images, and greenreplica cannot turn it off for a batch."),
+				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
+	warned = wasteful;
+}
+
 void
 gr_scheduler_main(Datum main_arg)
 {
@@ -2109,17 +2135,7 @@ gr_scheduler_main(Datum main_arg)
 				 errdetail("The background writer writes dirty buffers one by one while a batch applies, instead of leaving them to the batch's sorted write-back."),
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
 
-	/*
-	 * PostgreSQL's recovery prefetcher, during APPLY, also reads
-	 * blocks whose first change in the window restores a full-page image
-	 * (reads redo never needs, which PREFETCH leaves out): 86 reads per MB
-	 * of WAL in the fresh-window benchmark, where redo needed 6 in all.
-	 */
-	if (gr_mode == GR_MODE_COMPACT && recovery_prefetch != RECOVERY_PREFETCH_OFF)
-		ereport(WARNING,
-				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
-				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images."),
-				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
+	gr_warn_recovery_prefetch();
 
 	for (;;)
 	{
@@ -2142,6 +2158,7 @@ gr_scheduler_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			sched.agent_checked_at = 0;
+			gr_warn_recovery_prefetch();
 		}
 
 		oldcontext = MemoryContextSwitchTo(tick_context);
