@@ -42,7 +42,7 @@ last batch's restartpoint, and the figures over all windows (R_apl, bytes writte
 volume from before the first replay to after the last) are the honest ones.
 `compact_os_carry_resident` is `compact_os_carry` with greenreplica.debug_prefetch_resident =
 on: PREFETCH reads the blocks still in shared_buffers again, as before it left them out (the
-read lever, one at a time).
+read lever, one at a time); `_nopf` adds recovery_prefetch = off to either.
 """
 import argparse
 import datetime
@@ -60,15 +60,17 @@ spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
 ALL_MODES = ("stock", "stock_tuned", "defer", "defer_nopf", "compact", "compact_os", "compact_os_gap0",
-             "compact_os_nopf", "compact_os_gap0_nopf", "compact_os_carry", "compact_os_carry_resident")
+             "compact_os_nopf", "compact_os_gap0_nopf", "compact_os_carry", "compact_os_carry_resident",
+             "compact_os_carry_nopf", "compact_os_carry_resident_nopf")
 MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")  # --modes changes it
 STOCK_MODES = ("stock", "stock_tuned")
 GR_MODE = {m: ("defer" if m.startswith("defer") else "compact") for m in ALL_MODES if m not in STOCK_MODES}
 # compact_os with greenreplica.carry_dirty_buffers = on: the only difference from compact_os
-CARRY_MODES = ("compact_os_carry", "compact_os_carry_resident")
+CARRY_MODES = ("compact_os_carry", "compact_os_carry_resident", "compact_os_carry_nopf",
+               "compact_os_carry_resident_nopf")
 # compact_os_carry as it was before PREFETCH left out the blocks still in shared_buffers
 # (greenreplica.debug_prefetch_resident = on): the read lever, one at a time
-RESIDENT_MODES = ("compact_os_carry_resident",)
+RESIDENT_MODES = ("compact_os_carry_resident", "compact_os_carry_resident_nopf")
 # What carrying needs (docs/configuration.md), given to every standby of a run that has a
 # carrying one, so that only carrying differs between compact_os and compact_os_carry
 CARRY_SETTINGS = """checkpoint_timeout = 1d
