@@ -48,7 +48,6 @@
 #include "common/relpath.h"
 #include "storage/fd.h"
 #include "portability/instr_time.h"
-#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
 #include "utils/memutils.h"
@@ -137,44 +136,22 @@ gr_prefetch_run(SMgrRelation smgr, ForkNumber fork, const GrBlockKey *blocks,
 }
 
 /*
- * Whether a block is in shared buffers now: the buffer mapping lookup
- * PrefetchSharedBuffer() makes, without pinning anything.  The buffer may be
- * evicted before redo reaches the block (or be one whose read failed); redo
- * then reads it itself.  That is a cost, never a correctness issue: the
- * read set only warms caches, and nothing here changes what redo reads or
- * writes.
- */
-static bool
-gr_block_resident(RelFileNode rnode, ForkNumber fork, BlockNumber block)
-{
-	BufferTag	tag;
-	uint32		hash;
-	LWLock	   *partition;
-	int			buf_id;
-
-	INIT_BUFFERTAG(tag, rnode, fork, block);
-	hash = BufTableHashCode(&tag);
-	partition = BufMappingPartitionLock(hash);
-	LWLockAcquire(partition, LW_SHARED);
-	buf_id = BufTableLookup(&tag, hash);
-	LWLockRelease(partition);
-	return buf_id >= 0;
-}
-
-/*
- * Copy blocks[0 .. n) of one relation fork to out, without those in shared
- * buffers now (counted as cached); returns how many were copied.
+ * Copy blocks[0 .. n) to out, without those in shared buffers now (counted
+ * as cached); returns how many were copied.  A block found now may be
+ * evicted before redo reaches it; redo then reads it itself.  That is a
+ * cost, never a correctness issue: the read set only warms caches, and
+ * nothing here changes what redo reads or writes.
  */
 static uint64
-gr_drop_resident(RelFileNode rnode, ForkNumber fork, const GrBlockKey *blocks,
-				 uint64 n, GrBlockKey *out, GrPrefetchResult *result)
+gr_drop_resident(const GrBlockKey *blocks, uint64 n, GrBlockKey *out,
+				 GrPrefetchResult *result)
 {
 	uint64		kept = 0;
 
 	for (uint64 i = 0; i < n; i++)
 	{
 		if (!gr_debug_prefetch_resident &&
-			gr_block_resident(rnode, fork, blocks[i].block))
+			gr_block_in_shared_buffers(&blocks[i]))
 			result->blocks_cached++;
 		else
 			out[kept++] = blocks[i];
@@ -342,8 +319,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 				   blocks[seg_end].block / RELSEG_SIZE == segno)
 				seg_end++;
 
-			nmissing = gr_drop_resident(rnode, fork, &blocks[i], seg_end - i,
-										missing, result);
+			nmissing = gr_drop_resident(&blocks[i], seg_end - i, missing, result);
 			if (nmissing == 0)
 			{
 				i = seg_end;
