@@ -92,7 +92,7 @@ PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
-DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql
+DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql
 
 REGRESS = status guc plan
 # The library must be preloaded, so pg_regress runs its own instance.

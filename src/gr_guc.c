@@ -32,6 +32,7 @@ char	   *gr_agent_volume = NULL;
 int			gr_max_spin_cycles_per_day = 24;
 int			gr_debug_prefetch_delay_ms = 0;
 int			gr_debug_flush_delay_ms = 0;
+bool		gr_debug_prefetch_resident = false;
 int			gr_max_apply_delay_s = 300;
 int			gr_prefetch_method = GR_PREFETCH_BUFFERS;
 int			gr_prefetch_merge_gap = 32;
@@ -244,6 +245,20 @@ gr_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	/*
+	 * Likewise, for benchmarks: prefetch_method = os_cache reads the blocks
+	 * already in shared buffers too, as it did before it left them out, so
+	 * that one run can measure what leaving them out is worth.
+	 */
+	DefineCustomBoolVariable("greenreplica.debug_prefetch_resident",
+							 "Reads blocks already in shared buffers with prefetch_method = os_cache (for benchmarks).",
+							 NULL,
+							 &gr_debug_prefetch_resident,
+							 false,
+							 PGC_SIGHUP,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("greenreplica");
 }

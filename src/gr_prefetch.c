@@ -27,6 +27,10 @@
  * pread() in the same order, which only waits for the readahead to land.
  * Redo then finds its pages in the page cache.  Shared buffers are not
  * touched, so a window is bounded by a share of RAM, not of shared_buffers.
+ * Blocks already in shared buffers (left there by the previous batch) are
+ * left out of the read set first, as PrefetchSharedBuffer() leaves them out
+ * on the buffers path: redo finds them in the pool, and the merged ranges
+ * may read through them as a gap, never for them.
  * The gap blocks read through are pages redo does not need; they are read
  * as they are on disk into the page cache only, which changes nothing redo
  * sees.
@@ -129,6 +133,30 @@ gr_prefetch_run(SMgrRelation smgr, ForkNumber fork, const GrBlockKey *blocks,
 	}
 	pfree(missing);
 	return true;
+}
+
+/*
+ * Copy blocks[0 .. n) to out, without those in shared buffers now (counted
+ * as cached); returns how many were copied.  A block found now may be
+ * evicted before redo reaches it; redo then reads it itself.  That is a
+ * cost, never a correctness issue: the read set only warms caches, and
+ * nothing here changes what redo reads or writes.
+ */
+static uint64
+gr_drop_resident(const GrBlockKey *blocks, uint64 n, GrBlockKey *out,
+				 GrPrefetchResult *result)
+{
+	uint64		kept = 0;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		if (!gr_debug_prefetch_resident &&
+			gr_block_in_shared_buffers(&blocks[i]))
+			result->blocks_cached++;
+		else
+			out[kept++] = blocks[i];
+	}
+	return kept;
 }
 
 /* os_cache: one merged read range of one segment file. */
@@ -251,6 +279,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 {
 	GrOsRange  *ranges = palloc(sizeof(GrOsRange) * Max(n, 1));
 	GrBlockRange *merged = palloc(sizeof(GrBlockRange) * Max(n, 1));
+	GrBlockKey *missing = palloc(sizeof(GrBlockKey) * Max(n, 1));
 	char	  **paths = palloc(sizeof(char *) * Max(n, 1));
 	char	   *chunk = palloc(GR_OS_CACHE_CHUNK);
 	uint64		nranges = 0;
@@ -275,6 +304,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 			BlockNumber segno = blocks[i].block / RELSEG_SIZE;
 			uint64		seg_end = i;
 			uint64		nmerged;
+			uint64		nmissing;
 			uint64		m;
 			int			segfd;
 
@@ -289,15 +319,22 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 				   blocks[seg_end].block / RELSEG_SIZE == segno)
 				seg_end++;
 
+			nmissing = gr_drop_resident(&blocks[i], seg_end - i, missing, result);
+			if (nmissing == 0)
+			{
+				i = seg_end;
+				continue;
+			}
 			paths[nfiles] = segno > 0 ? psprintf("%s.%u", path, segno) : pstrdup(path);
 			segfd = OpenTransientFile(paths[nfiles], O_RDONLY | PG_BINARY);
 			if (segfd < 0)
 			{
-				result->blocks_skipped += seg_end - i;
+				pfree(paths[nfiles]);
+				result->blocks_skipped += nmissing;
 				i = seg_end;
 				continue;
 			}
-			nmerged = gr_merge_ranges(&blocks[i], seg_end - i,
+			nmerged = gr_merge_ranges(missing, nmissing,
 									  (uint32) gr_prefetch_merge_gap, merged);
 			for (m = 0; m < nmerged; m++)
 			{
@@ -366,6 +403,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 	pfree(chunk);
 	pfree(ranges);
 	pfree(merged);
+	pfree(missing);
 }
 
 /*

@@ -7,8 +7,9 @@
  * end: after the record whose end reaches gr_state->stop_lsn is applied,
  * the wrapper requests a recovery pause, which the startup process honours
  * before it applies the next record.  Redo itself stays PostgreSQL's own,
- * in LSN order.  The wrapper also counts records and remembers the last
- * replayed checkpoint record, where a restartpoint can be taken.
+ * in LSN order.  The wrapper also counts records and remembers the redo
+ * pointer of the last replayed checkpoint record, where a restartpoint can
+ * be taken.
  *
  * RmgrTable is writable in PostgreSQL 15 (custom resource managers); the
  * wrapper is installed in the postmaster from _PG_init and inherited by
@@ -43,8 +44,12 @@ gr_redo(XLogReaderState *record)
 		uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 
 		if (info == XLOG_CHECKPOINT_ONLINE || info == XLOG_CHECKPOINT_SHUTDOWN)
-			pg_atomic_write_u64(&gr_state->last_checkpoint_end,
-								record->EndRecPtr);
+		{
+			CheckPoint	checkpoint;
+
+			memcpy(&checkpoint, XLogRecGetData(record), sizeof(CheckPoint));
+			pg_atomic_write_u64(&gr_state->last_checkpoint_redo, checkpoint.redo);
+		}
 	}
 
 	stop_lsn = pg_atomic_read_u64(&gr_state->stop_lsn);

@@ -137,7 +137,7 @@ gr_shmem_startup(void)
 		SpinLockInit(&gr_state->mutex);
 		pg_atomic_init_u64(&gr_state->stop_lsn, 0);
 		pg_atomic_init_u64(&gr_state->records_replayed, 0);
-		pg_atomic_init_u64(&gr_state->last_checkpoint_end, 0);
+		pg_atomic_init_u64(&gr_state->last_checkpoint_redo, 0);
 		gr_state->phase = GR_PHASE_INACTIVE;
 		gr_state->r_gen = -1;
 		gr_state->r_apl = -1;

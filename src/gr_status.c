@@ -102,6 +102,7 @@ enum
 	GR_STATUS_SPIN_CYCLE_BUDGET,
 	GR_STATUS_PACED,
 	GR_STATUS_PACE_INTERVAL_S,
+	GR_STATUS_LAST_BATCH_BLOCKS_CACHED,
 	GR_STATUS_NCOLS
 };
 
@@ -216,6 +217,7 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_SPIN_CYCLE_BUDGET] = Int32GetDatum(s.spin_cycle_budget);
 	values[GR_STATUS_PACED] = BoolGetDatum(s.paced);
 	values[GR_STATUS_PACE_INTERVAL_S] = Float8GetDatum(s.pace_interval_s);
+	values[GR_STATUS_LAST_BATCH_BLOCKS_CACHED] = Int64GetDatum((int64) s.last_batch_blocks_cached);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)

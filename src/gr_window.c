@@ -367,8 +367,14 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
  * initializes the page, and it is not in shared buffers when first seen.
  */
 
-/* Whether the block is in shared buffers now (a lookup, no pin, no I/O). */
-static bool
+/*
+ * Whether the block is in shared buffers now: the buffer mapping lookup
+ * PrefetchSharedBuffer() makes, under the partition lock, with no pin and no
+ * I/O.  The answer may be stale at once (the buffer evicted, or one whose
+ * read failed): callers use it to estimate or to skip warming a cache,
+ * never for what redo reads.
+ */
+bool
 gr_block_in_shared_buffers(const GrBlockKey *key)
 {
 	BufferTag	tag;

@@ -96,6 +96,7 @@ typedef struct GrPrefetchResult
 	bool		aborted;
 } GrPrefetchResult;
 
+extern bool gr_block_in_shared_buffers(const GrBlockKey *key);
 extern void gr_window_init(GrWindow *window, MemoryContext parent);
 extern void gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 							 uint64 max_reads, GrAbortCheck abort_check);

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xlogprefetcher.h"
 #include "access/xlogrecovery.h"
 #include "miscadmin.h"
@@ -155,6 +156,7 @@ typedef struct GrBatchCompaction
 	double		decode_seconds;
 	double		prefetch_seconds;	/* PREFETCH's share of the batch */
 	uint64		gap_blocks;		/* os_cache: read through between needed */
+	uint64		blocks_cached;	/* read set found in shared buffers */
 } GrBatchCompaction;
 
 /* The scheduler's private state; what others may see goes to gr_state. */
@@ -198,8 +200,8 @@ typedef struct GrScheduler
 	GrWindow	window;
 	GrBatchCompaction compaction;
 	uint64		records_at_apply;
-	XLogRecPtr	restartpoint_checkpoint;	/* last checkpoint flushed by a
-												 * restartpoint */
+	XLogRecPtr	restartpoint_requested; /* redo of the checkpoint FLUSH
+										 * last requested a restartpoint for */
 
 	/* when the received WAL arrived (greenreplica.max_apply_delay) */
 	GrArrivals	arrivals;
@@ -954,6 +956,28 @@ gr_track_restartpoints(TimestampTz now)
 }
 
 /*
+ * Whether a restartpoint is owed: a checkpoint record was replayed whose
+ * redo pointer is past the last completed restartpoint's, whoever took that
+ * one (FLUSH, the checkpointer on its own, an operator's CHECKPOINT).  It
+ * compares with pg_control's redo pointer, which moves when a restartpoint
+ * ends, not with the shared one (GetRedoRecPtr), which moves when it
+ * begins: one under way at FLUSH is still owed, and FLUSH's immediate
+ * request makes it finish before the volume sleeps.  Once FLUSH has asked
+ * for one at that checkpoint it is not owed again (the checkpointer skips a
+ * restartpoint it may not take, e.g. with invalid pages referenced).
+ */
+static bool
+gr_restartpoint_owed(XLogRecPtr checkpoint_redo)
+{
+	XLogRecPtr	restartpoint_redo;
+	TimeLineID	restartpoint_tli;
+
+	GetOldestRestartPoint(&restartpoint_redo, &restartpoint_tli);
+	return checkpoint_redo > restartpoint_redo &&
+		checkpoint_redo != sched.restartpoint_requested;
+}
+
+/*
  * Whether a restartpoint is due at a batch end reached at "upto", with a
  * checkpoint record replayed since the last restartpoint, when the volume
  * then sleeps idle_s (gr_plan_restartpoint_due).
@@ -1125,6 +1149,7 @@ gr_prefetch_and_apply(TimestampTz now)
 	sched.compaction.blocks_read += r.blocks_read;
 	sched.compaction.prefetch_seconds += r.seconds;
 	sched.compaction.gap_blocks += r.gap_blocks;
+	sched.compaction.blocks_cached += r.blocks_cached;
 	ereport(DEBUG1,
 			(errmsg_internal("greenreplica prefetch%s: " UINT64_FORMAT " blocks planned, " UINT64_FORMAT " read in " UINT64_FORMAT " I/Os, " UINT64_FORMAT " already cached, " UINT64_FORMAT " skipped, in %.3f s",
 							 r.aborted ? " (aborted)" : "", r.blocks_planned, r.blocks_read,
@@ -1380,15 +1405,15 @@ gr_learn_model(uint64 bytes)
 
 /*
  * FLUSH's write-back decision: write the dirty buffers back now (with a
- * restartpoint when a checkpoint record was replayed), or carry them to a
+ * restartpoint when one is owed), or carry them to a
  * later batch (only when no restartpoint is due).  Returns the
  * buffers written; sets sched.carried_*.
  */
 static int
 gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 {
-	XLogRecPtr	checkpoint_end = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
-	bool		checkpoint_replayed = checkpoint_end > sched.restartpoint_checkpoint;
+	XLogRecPtr	checkpoint_redo = pg_atomic_read_u64(&gr_state->last_checkpoint_redo);
+	bool		restartpoint_owed = gr_restartpoint_owed(checkpoint_redo);
 	GrWriteBack verdict = GR_WB_DISABLED;
 	int			written = 0;
 
@@ -1405,7 +1430,7 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 		if (gr_max_apply_delay_s > 0 && !sched.pace.paced)
 			idle_s = Min(idle_s, (double) gr_max_apply_delay_s);
 		/* a window ended at its checkpoint record for this restartpoint */
-		restartpoint_due = checkpoint_replayed &&
+		restartpoint_due = restartpoint_owed &&
 			(sched.ended_at_checkpoint || gr_restartpoint_due(now, applied_to, idle_s));
 		in.enabled = true;
 		in.bgwriter_writes = bgwriter_lru_maxpages > 0;
@@ -1437,11 +1462,11 @@ gr_write_back_or_carry(TimestampTz now, XLogRecPtr applied_to)
 	 * also lets WAL be recycled, and costs little once everything is
 	 * written anyway.
 	 */
-	if (checkpoint_replayed)
+	if (restartpoint_owed)
 	{
 		gr_set_step("restartpoint");
 		RequestCheckpoint(CHECKPOINT_IMMEDIATE | CHECKPOINT_FORCE | CHECKPOINT_WAIT);
-		sched.restartpoint_checkpoint = checkpoint_end;
+		sched.restartpoint_requested = checkpoint_redo;
 		gr_track_restartpoints(GetCurrentTimestamp());
 		SpinLockAcquire(&gr_state->mutex);
 		gr_state->restartpoints++;
@@ -1514,6 +1539,7 @@ gr_flush_batch(TimestampTz now)
 	gr_state->last_batch_apply_s = apply_s;
 	gr_state->last_batch_flush_s = flush_s;
 	gr_state->last_batch_gap_blocks = sched.compacting ? sched.compaction.gap_blocks : 0;
+	gr_state->last_batch_blocks_cached = sched.compacting ? sched.compaction.blocks_cached : 0;
 	gr_state->batches++;
 	gr_state->last_batch_start = sched.batch_start;
 	gr_state->last_batch_duration_s = gr_seconds_between(sched.batch_start, done);
@@ -2005,6 +2031,32 @@ gr_step(TimestampTz now)
 	}
 }
 
+/*
+ * PostgreSQL's recovery prefetcher, during APPLY, also reads blocks whose
+ * first change in the window restores a full-page image (reads redo never
+ * needs, which PREFETCH leaves out): 86 reads per MB of WAL in the
+ * fresh-window benchmark, where redo needed 6 in all.  The scheduler cannot
+ * turn it off for a batch: recovery_prefetch is the startup process's
+ * setting (PGC_SIGHUP, no hook), reloaded from the configuration files at
+ * every SIGHUP, and overriding it there would leave SHOW and pg_settings
+ * saying "on".  So it warns, at start and whenever a reload makes the
+ * combination appear.
+ */
+static void
+gr_warn_recovery_prefetch(void)
+{
+	static bool warned = false;
+	bool		wasteful = gr_mode == GR_MODE_COMPACT &&
+		recovery_prefetch != RECOVERY_PREFETCH_OFF;
+
+	if (wasteful && !warned)
+		ereport(WARNING,
+				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
+				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images, and greenreplica cannot turn it off for a batch."),
+				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
+	warned = wasteful;
+}
+
 void
 gr_scheduler_main(Datum main_arg)
 {
@@ -2040,7 +2092,6 @@ gr_scheduler_main(Datum main_arg)
 	sched.reads_per_byte = -1;
 	sched.write_s = -1;
 	sched.restartpoint_redo = GetRedoRecPtr();
-	sched.restartpoint_checkpoint = pg_atomic_read_u64(&gr_state->last_checkpoint_end);
 	gr_remember_source_settings();
 	SpinLockAcquire(&gr_state->mutex);
 	sched.operator_resumes_seen = gr_state->operator_resumes;
@@ -2084,17 +2135,7 @@ gr_scheduler_main(Datum main_arg)
 				 errdetail("The background writer writes dirty buffers one by one while a batch applies, instead of leaving them to the batch's sorted write-back."),
 				 errhint("Set bgwriter_lru_maxpages = 0 on a standby with greenreplica.mode = defer or compact.")));
 
-	/*
-	 * PostgreSQL's recovery prefetcher, during APPLY, also reads
-	 * blocks whose first change in the window restores a full-page image
-	 * (reads redo never needs, which PREFETCH leaves out): 86 reads per MB
-	 * of WAL in the fresh-window benchmark, where redo needed 6 in all.
-	 */
-	if (gr_mode == GR_MODE_COMPACT && recovery_prefetch != RECOVERY_PREFETCH_OFF)
-		ereport(WARNING,
-				(errmsg("greenreplica: recovery_prefetch is on on a compacting standby"),
-				 errdetail("PREFETCH reads the blocks each window needs; PostgreSQL's recovery prefetcher then also reads blocks that redo rebuilds from full-page images."),
-				 errhint("Set recovery_prefetch = off on a standby with greenreplica.mode = compact.")));
+	gr_warn_recovery_prefetch();
 
 	for (;;)
 	{
@@ -2117,6 +2158,7 @@ gr_scheduler_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			sched.agent_checked_at = 0;
+			gr_warn_recovery_prefetch();
 		}
 
 		oldcontext = MemoryContextSwitchTo(tick_context);

@@ -76,8 +76,8 @@ typedef struct GrSharedState
 	pg_atomic_uint64 stop_lsn;	/* pause after the record ending here; 0 =
 								 * none */
 	pg_atomic_uint64 records_replayed;
-	pg_atomic_uint64 last_checkpoint_end;	/* end of the last replayed
-											 * checkpoint record */
+	pg_atomic_uint64 last_checkpoint_redo;	/* redo pointer of the last
+											 * replayed checkpoint record */
 
 	slock_t		mutex;			/* protects everything below */
 	GrPhase		phase;
@@ -132,6 +132,8 @@ typedef struct GrSharedState
 	double		last_batch_apply_s;
 	double		last_batch_flush_s;
 	uint64		last_batch_gap_blocks;
+	uint64		last_batch_blocks_cached;	/* read set found in shared
+											 * buffers, not read */
 
 	/* compaction totals since the scheduler started */
 	uint64		total_block_refs;
@@ -199,6 +201,7 @@ extern char *gr_agent_volume;
 extern int	gr_max_spin_cycles_per_day;
 extern int	gr_debug_prefetch_delay_ms;
 extern int	gr_debug_flush_delay_ms;
+extern bool gr_debug_prefetch_resident;
 extern int	gr_max_apply_delay_s;
 extern int	gr_prefetch_method;
 extern int	gr_prefetch_merge_gap;

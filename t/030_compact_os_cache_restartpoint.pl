@@ -38,6 +38,25 @@ is($standby->safe_psql('postgres', 'SHOW greenreplica.prefetch_method'),
 ok($standby->log_contains(qr/WARNING:  greenreplica: recovery_prefetch is on on a compacting standby/),
 	"a compacting standby with PostgreSQL's recovery prefetcher on is warned about");
 
+# greenreplica cannot turn the prefetcher off itself: a reload that turns it
+# back on is warned about again.
+sub prefetch_warnings
+{
+	my @w = slurp_file($standby->logfile) =~
+	  /WARNING:  greenreplica: recovery_prefetch is on on a compacting standby/g;
+	return scalar @w;
+}
+my $warnings = prefetch_warnings();
+$standby->append_conf('postgresql.conf', "recovery_prefetch = off\n");
+$standby->reload;
+sleep 1;    # the scheduler reloads within its 100 ms tick
+$standby->append_conf('postgresql.conf', "recovery_prefetch = try\n");
+$standby->reload;
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+sleep 1 while prefetch_warnings() == $warnings && time() < $deadline;
+is(prefetch_warnings(), $warnings + 1,
+	'a reload that turns the recovery prefetcher back on is warned about again');
+
 # Throttled, so that WAL never arrives faster than the default apply-rate
 # estimate (the scheduler would replay continuously, without batches), and
 # then batching is awaited again.

@@ -40,6 +40,9 @@ records and replays N consecutive windows, one standby after the other each time
 last ends on a checkpoint record, so that a carried write-back shows up (and is paid) in the
 last batch's restartpoint, and the figures over all windows (R_apl, bytes written to the
 volume from before the first replay to after the last) are the honest ones.
+`compact_os_carry_resident` is `compact_os_carry` with greenreplica.debug_prefetch_resident =
+on: PREFETCH reads the blocks still in shared_buffers again, as before it left them out (the
+read lever, one at a time); `_nopf` adds recovery_prefetch = off to either.
 """
 import argparse
 import datetime
@@ -57,12 +60,17 @@ spec.loader.exec_module(energy)
 log, as_user, run, Agent, Node = energy.log, energy.as_user, energy.run, energy.Agent, energy.Node
 
 ALL_MODES = ("stock", "stock_tuned", "defer", "defer_nopf", "compact", "compact_os", "compact_os_gap0",
-             "compact_os_nopf", "compact_os_gap0_nopf", "compact_os_carry")
+             "compact_os_nopf", "compact_os_gap0_nopf", "compact_os_carry", "compact_os_carry_resident",
+             "compact_os_carry_nopf", "compact_os_carry_resident_nopf")
 MODES = ("stock", "stock_tuned", "defer", "compact", "compact_os")  # --modes changes it
 STOCK_MODES = ("stock", "stock_tuned")
 GR_MODE = {m: ("defer" if m.startswith("defer") else "compact") for m in ALL_MODES if m not in STOCK_MODES}
 # compact_os with greenreplica.carry_dirty_buffers = on: the only difference from compact_os
-CARRY_MODES = ("compact_os_carry",)
+CARRY_MODES = ("compact_os_carry", "compact_os_carry_resident", "compact_os_carry_nopf",
+               "compact_os_carry_resident_nopf")
+# compact_os_carry as it was before PREFETCH left out the blocks still in shared_buffers
+# (greenreplica.debug_prefetch_resident = on): the read lever, one at a time
+RESIDENT_MODES = ("compact_os_carry_resident", "compact_os_carry_resident_nopf")
 # What carrying needs (docs/configuration.md), given to every standby of a run that has a
 # carrying one, so that only carrying differs between compact_os and compact_os_carry
 CARRY_SETTINGS = """checkpoint_timeout = 1d
@@ -74,7 +82,7 @@ STATUS = ("batches, phase, last_batch_bytes, last_batch_duration_s, last_batch_r
           "last_batch_block_refs, last_batch_distinct_blocks, last_batch_reads_needed, "
           "last_batch_reads_avoided, last_batch_fold_ratio, last_batch_prefetch_ios, "
           "last_batch_prefetch_bytes, last_batch_sequential_share, last_batch_decode_seconds, "
-          "last_batch_windows, last_batch_buffers_flushed")
+          "last_batch_windows, last_batch_buffers_flushed, last_batch_blocks_cached")
 
 
 def status(node):
@@ -396,6 +404,8 @@ def replay_window(args, profile, agent, mode, node, ts, loop, lsn):
             "prefetch_bytes": d["total_prefetch_bytes"],
             "window_splits": d["window_splits"],
             "reads_needed": d["total_distinct_blocks"] - d["total_reads_avoided"],
+            # of the last batch's read set, found in shared_buffers and not read
+            "blocks_cached": s["last_batch_blocks_cached"],
             "last_window_sequential_share": s["last_batch_sequential_share"],
             "decode_mb_per_s": (s["last_batch_bytes"] / 1e6 / s["last_batch_decode_seconds"]
                                 if s["last_batch_decode_seconds"] else None),
@@ -487,6 +497,7 @@ greenreplica.max_apply_delay = 0
 greenreplica.prefetch_merge_gap = {0 if mode.startswith("compact_os_gap0") else gap}
 {CARRY_SETTINGS if any(m in CARRY_MODES for m in MODES) else ""}
 {"greenreplica.carry_dirty_buffers = on" if mode in CARRY_MODES else ""}
+{"greenreplica.debug_prefetch_resident = on" if mode in RESIDENT_MODES else ""}
 """)
             as_user(["touch", str(node.data / "standby.signal")])
             node.start()
