@@ -396,6 +396,8 @@ mod ido_tests;
 #[cfg(test)]
 mod layout_props;
 #[cfg(test)]
+mod qmd_tests;
+#[cfg(test)]
 mod rolo_tests;
 #[cfg(test)]
 mod tests;
