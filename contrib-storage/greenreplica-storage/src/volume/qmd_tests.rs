@@ -91,3 +91,62 @@ fn sleeping_second_disks_stay_asleep_through_writes_and_catch_up_when_woken() {
         assert!(buf == model[offset as usize..(offset + len) as usize]);
     }
 }
+
+/// The utilization policy on a QMD volume: quiet epochs put the second disks to sleep
+/// (writes meanwhile go through the flash buffer), a burst of reads over two epochs wakes
+/// them, and the ticks then write the buffer back.
+#[test]
+fn utilization_epochs_sleep_and_wake_the_second_disks() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let mut t = 0.0;
+    let mut step = |t: &mut f64, dt: f64| {
+        *t += dt;
+        clock.advance_to(*t);
+        v.tick();
+    };
+    // Quiet: a few writes a second.
+    let mut rng = Rng(3);
+    let cap = v.capacity();
+    for _ in 0..100 {
+        let offset = (rng.next() % (cap / 4096)) * 4096;
+        v.write(offset, &[7u8; 4096]).unwrap();
+        step(&mut t, 0.1);
+    }
+    assert_eq!(state(1), PowerState::Standby, "the second disk sleeps");
+    assert_eq!(state(0), PowerState::Idle, "the active disk stays up");
+    assert!(
+        data_of(&stores[2]).iter().any(|&b| b != 0),
+        "writes were buffered"
+    );
+    let buffered = data_of(&stores[0]) != data_of(&stores[1]);
+    assert!(buffered);
+    // Busy: reads keep the active disk over 25 % of each epoch.
+    let mut woke = false;
+    for _ in 0..40 {
+        for _ in 0..400 {
+            let offset = (rng.next() % (cap / 65536)) * 65536;
+            let mut buf = vec![0u8; 65536];
+            v.read(offset, &mut buf).unwrap();
+        }
+        step(&mut t, 0.1);
+        woke |= matches!(
+            state(1),
+            PowerState::SpinningUp | PowerState::Idle | PowerState::Active
+        );
+    }
+    assert!(woke, "two busy epochs woke the second disk");
+    for _ in 0..2000 {
+        step(&mut t, 0.05);
+        if data_of(&stores[0]) == data_of(&stores[1]) {
+            break;
+        }
+    }
+    assert!(
+        data_of(&stores[0]) == data_of(&stores[1]),
+        "flushed once awake"
+    );
+}
