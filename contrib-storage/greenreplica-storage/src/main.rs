@@ -192,6 +192,13 @@ enum Command {
         /// fcfs | sstf | c-look | sptf (default: the profile's queue.scheduler).
         #[arg(long)]
         scheduler: Option<greenreplica_storage::profile::SchedulerKind>,
+        /// Profile of the layout's flash member (QMD's write buffer; default: --profile).
+        #[arg(long)]
+        flash_profile: Option<String>,
+        /// A layout option KEY=VALUE (QMD: k, fill_threshold, buffer_bytes, extent_bytes);
+        /// repeatable.
+        #[arg(long = "layout-option")]
+        layout_options: Vec<String>,
     },
 }
 
@@ -393,6 +400,8 @@ fn run(cli: Cli) -> Result<()> {
             start_stop_budget,
             queue_depth,
             scheduler,
+            flash_profile,
+            layout_options,
         } => {
             let members = members.unwrap_or(layout.default_members());
             let report = replay(&ReplayOptions {
@@ -406,6 +415,8 @@ fn run(cli: Cli) -> Result<()> {
                 start_stop_budget_per_day: start_stop_budget,
                 queue_depth,
                 scheduler,
+                flash_profile,
+                layout_options,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

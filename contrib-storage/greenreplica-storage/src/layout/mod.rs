@@ -347,6 +347,12 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// (layouts that track popularity, IDO, mark them hot).
     fn hint(&self, _extents: &[(u64, u64)]) {}
 
+    /// Set a layout option (`KEY=VALUE` of the configuration or the replay command line)
+    /// before the volume serves I/O; layouts without options refuse every key.
+    fn set_option(&self, key: &str, _value: &str) -> Result<(), String> {
+        Err(format!("layout {} has no option {key:?}", self.kind()))
+    }
+
     /// Bytes of memory the personality's own metadata takes (zone tables, maps).
     fn metadata_bytes(&self) -> u64 {
         0

@@ -103,7 +103,7 @@ fn utilization_epochs_sleep_and_wake_the_second_disks() {
     v.power.with(|c| c.replace_manager(spec.manager(48)));
     let state = |m: usize| lock(&v.slots[m].drive).state();
     let mut t = 0.0;
-    let mut step = |t: &mut f64, dt: f64| {
+    let step = |t: &mut f64, dt: f64| {
         *t += dt;
         clock.advance_to(*t);
         v.tick();

@@ -95,29 +95,15 @@ impl Qmd {
         Self::check(shape.members, shape.chunk).map_err(|p| kind.shape_error(p))?;
         let su = shape.chunk;
         let member_bytes = shape.member_bytes / su * su;
-        let extent = if extent_bytes == 0 {
-            (member_bytes / MIN_EXTENTS).min(MAX_EXTENT) / su * su
-        } else {
-            extent_bytes
+        let problem = |problem: String| {
+            kind.shape_error(ShapeProblem {
+                key: "member",
+                problem,
+            })
         };
-        if extent < su || !extent.is_multiple_of(su) || member_bytes / extent == 0 {
-            return Err(kind.shape_error(ShapeProblem {
-                key: "member",
-                problem: format!(
-                    "the flash member ({member_bytes} bytes) is too small for extents of whole \
-                     stripe units ({extent} bytes)"
-                ),
-            }));
-        }
-        if params.k == 0 || !(params.fill_threshold > 0.0 && params.fill_threshold <= 1.0) {
-            return Err(kind.shape_error(ShapeProblem {
-                key: "member",
-                problem: format!(
-                    "flush K must be at least 1 and the fill threshold in (0, 1], got {} and {}",
-                    params.k, params.fill_threshold
-                ),
-            }));
-        }
+        let extents =
+            flash_extents(member_bytes, member_bytes, extent_bytes, su).map_err(problem)?;
+        check_params(&params).map_err(problem)?;
         let pairs = shape.members / 2;
         Ok(Self {
             pairs,
@@ -125,7 +111,7 @@ impl Qmd {
             member_bytes,
             state: Mutex::new(State {
                 index: vec![MirrorIndex::default(); pairs],
-                extents: Extents::new(member_bytes, extent),
+                extents,
                 flush: Flush::new(pairs, params),
                 planned: HashMap::new(),
                 outbox: Vec::new(),
@@ -345,6 +331,44 @@ impl Qmd {
         }
         Ok(())
     }
+}
+
+/// The flash space: `buffer_bytes` of the flash member (at most `member_bytes`) in extents of
+/// `extent_bytes` (0: a sixteenth of the buffer, at most 1 GiB), whole stripe units.
+fn flash_extents(
+    member_bytes: u64,
+    buffer_bytes: u64,
+    extent_bytes: u64,
+    su: u64,
+) -> Result<Extents, String> {
+    if buffer_bytes > member_bytes {
+        return Err(format!(
+            "a flash buffer of {buffer_bytes} bytes does not fit the flash member's \
+             {member_bytes} bytes"
+        ));
+    }
+    let extent = if extent_bytes == 0 {
+        (buffer_bytes / MIN_EXTENTS).min(MAX_EXTENT) / su * su
+    } else {
+        extent_bytes
+    };
+    if extent < su || !extent.is_multiple_of(su) || buffer_bytes / extent == 0 {
+        return Err(format!(
+            "a flash buffer of {buffer_bytes} bytes is too small for extents of whole stripe \
+             units ({extent} bytes)"
+        ));
+    }
+    Ok(Extents::new(buffer_bytes, extent))
+}
+
+fn check_params(p: &FlushParams) -> Result<(), String> {
+    if p.k == 0 || p.k > 1_000_000 || !(p.fill_threshold > 0.0 && p.fill_threshold <= 1.0) {
+        return Err(format!(
+            "flush K must be 1..=1000000 and the fill threshold in (0, 1], got {} and {}",
+            p.k, p.fill_threshold
+        ));
+    }
+    Ok(())
 }
 
 fn volume_info_record(info: &VolumeInfo) -> LayoutRecord {
@@ -591,6 +615,46 @@ impl Personality for Qmd {
             out.extend(r.payload);
         }
         Some(out)
+    }
+
+    /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
+    /// `extent_bytes`; the buffer's shape only while nothing is buffered.
+    fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
+        let mut st = lock(&self.state);
+        let bad = || format!("qmd option {key}: {value:?} is not a valid value");
+        match key {
+            "k" => {
+                let mut p = st.flush.params;
+                p.k = value.parse().map_err(|_| bad())?;
+                check_params(&p)?;
+                st.flush.params = p;
+            }
+            "fill_threshold" => {
+                let mut p = st.flush.params;
+                p.fill_threshold = value.parse().map_err(|_| bad())?;
+                check_params(&p)?;
+                st.flush.params = p;
+            }
+            "buffer_bytes" | "extent_bytes" => {
+                let n: u64 = value.parse().map_err(|_| bad())?;
+                if !st.extents.info.extents.is_empty() || st.index.iter().any(|i| !i.is_empty()) {
+                    return Err(format!("qmd option {key}: the buffer is in use"));
+                }
+                let (buffer, extent) = if key == "buffer_bytes" {
+                    (n, 0)
+                } else {
+                    (st.extents.count() as u64 * st.extents.extent_bytes(), n)
+                };
+                st.extents = flash_extents(self.member_bytes, buffer, extent, self.stripe_unit)?;
+            }
+            other => {
+                return Err(format!(
+                    "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes or \
+                     extent_bytes"
+                ))
+            }
+        }
+        Ok(())
     }
 
     fn recover(

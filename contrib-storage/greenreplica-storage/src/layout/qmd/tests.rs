@@ -76,6 +76,24 @@ fn shapes_are_checked() {
     assert!(Qmd::with_params(&shape, bad_k, 0).is_err());
     assert!(Qmd::with_params(&shape, FlushParams::default(), 3000).is_err());
     let l = qmd(5);
+    assert!(l.set_option("k", "0").is_err());
+    assert!(l.set_option("k", "ten").is_err());
+    assert!(l.set_option("fill_threshold", "1.5").is_err());
+    assert!(l
+        .set_option("buffer_bytes", &(MEMBER + 1).to_string())
+        .is_err());
+    assert!(l.set_option("extent_bytes", "1000").is_err());
+    assert!(l.set_option("colour", "blue").is_err());
+    l.set_option("buffer_bytes", &(MEMBER / 2).to_string())
+        .unwrap();
+    assert_eq!(lock(&l.state).extents.count(), 16);
+    l.set_option("extent_bytes", &(8 * SU).to_string()).unwrap();
+    assert_eq!(lock(&l.state).extents.count(), 4);
+    l.set_option("k", "10").unwrap();
+    let w = l.plan(IoKind::Write, 0, 512, &asleep(5)).unwrap();
+    l.complete(&w);
+    assert!(l.set_option("buffer_bytes", "65536").is_err(), "in use");
+    let l = qmd(5);
     assert_eq!(l.role(4), Role::Flash);
     assert_eq!(l.capacity(), 2 * MEMBER);
     assert_eq!(lock(&l.state).extents.extent_bytes(), 4 * SU);
