@@ -100,6 +100,10 @@ enum Command {
         #[arg(long, conflicts_with_all = ["iops", "write_ratio", "request_bytes", "sequential",
             "diurnal", "busy_share", "idle_gap_s", "variable_size"])]
         preset: Option<String>,
+        /// Multiply the preset's (or --iops') mean rate: a trace for fewer disks at the same
+        /// per-disk load (QMD's benchmark replays one pair of the paper's 14).
+        #[arg(long, default_value_t = 1.0)]
+        rate_scale: f64,
         #[arg(long, default_value_t = 1_000_000)]
         requests: u64,
         /// Mean requests per second.
@@ -319,6 +323,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::SynthTrace {
             preset,
+            rate_scale,
             requests,
             iops,
             write_ratio,
@@ -348,6 +353,10 @@ fn run(cli: Cli) -> Result<()> {
                     idle_gap_s,
                     variable_size,
                 },
+            };
+            let options = SynthOptions {
+                iops: options.iops * rate_scale,
+                ..options
             };
             synth::validate(&options).map_err(anyhow::Error::msg)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -3,6 +3,10 @@
 //! most K per volume tick (between two ticks the engine serves foreground requests: reads
 //! hit in flash or go to a disk, writes keep going to the buffer while the flush runs).
 //!
+//! The budget follows Figure 4's loop (each iteration takes the incoming requests, then K
+//! write-backs): a tick may write back K runs per foreground request planned since the last
+//! tick, and without any requests as many as the engine's per-tick share allows.
+//!
 //! A mirror flushes when its second disk is up (the power policy woke it: utilization rose)
 //! or when the buffer passes its fill threshold (then the write-back itself wakes it), and
 //! keeps flushing until its index is empty.
@@ -34,9 +38,12 @@ pub struct Flush {
     pub heads: Vec<Head>,
     /// Mirrors flushing because the buffer filled (until their index is empty).
     pub forced: Vec<bool>,
-    /// The tick whose budget `used` counts.
+    /// The tick whose budget `used` counts, and that budget.
     tick: Option<Seconds>,
     used: usize,
+    allowed: usize,
+    /// Foreground requests planned since the last tick.
+    requests: usize,
     /// A drain (`background_all`): no budget until every index is empty.
     pub draining: bool,
 }
@@ -49,22 +56,35 @@ impl Flush {
             forced: vec![false; pairs],
             tick: None,
             used: 0,
+            allowed: 0,
+            requests: 0,
             draining: false,
         }
     }
 
-    /// A new tick at `now` resets the budget; whether any is left.
+    /// A foreground request was planned.
+    pub fn request(&mut self) {
+        self.requests = self.requests.saturating_add(1);
+    }
+
+    /// A new tick at `now` sets the budget: K per request since the last tick, unlimited
+    /// without requests; whether any is left.
     pub fn budget_left(&mut self, now: Seconds) -> bool {
         if self.tick != Some(now) {
             self.tick = Some(now);
             self.used = 0;
+            self.allowed = match self.requests {
+                0 => usize::MAX,
+                n => n.saturating_mul(self.params.k),
+            };
+            self.requests = 0;
         }
-        self.draining || self.used < self.params.k
+        self.draining || self.used < self.allowed
     }
 
-    /// Budget for a step outside a tick (a test or drain calling the step directly).
+    /// Take one write-back of the budget.
     pub fn take(&mut self) -> bool {
-        if self.draining || self.used < self.params.k {
+        if self.draining || self.used < self.allowed {
             self.used += 1;
             return true;
         }
@@ -94,7 +114,7 @@ mod tests {
     use crate::layout::qmd::index::Entry;
 
     #[test]
-    fn k_write_backs_per_tick_unless_draining() {
+    fn k_write_backs_per_request_unlimited_when_idle_or_draining() {
         let mut f = Flush::new(
             1,
             FlushParams {
@@ -102,11 +122,18 @@ mod tests {
                 ..FlushParams::default()
             },
         );
+        f.request();
         assert!(f.budget_left(1.0));
         assert!(f.take() && f.take());
         assert!(!f.take());
         assert!(!f.budget_left(1.0), "same tick");
+        (0..3).for_each(|_| f.request());
         assert!(f.budget_left(2.0), "a new tick");
+        assert_eq!((0..10).filter(|_| f.take()).count(), 6, "K per request");
+        assert!(f.budget_left(3.0), "no requests: idle");
+        assert!((0..1000).all(|_| f.take()));
+        f.request();
+        f.budget_left(4.0);
         f.draining = true;
         assert!((0..100).all(|_| f.take()));
     }

@@ -8,7 +8,7 @@
 //!   go in place to both (plain RAID10). A full buffer falls back to both disks.
 //! * Reads: buffered runs hit in flash; the rest goes to the readiest disk holding them.
 //! * Flush (`flush.rs`, the paper's Figure 4): background write-back, elevator order, K
-//!   per tick, when the second disk is up or the buffer is over its fill threshold.
+//!   per foreground request, when the second disk is up or the buffer is over its fill threshold.
 //! * Crash safety: the index and the volume info are journaled (the journal is the paper's
 //!   NVRAM) when a write completes, before the flush that acknowledges it returns; extents
 //!   are freed only after the records that emptied them are durable.
@@ -468,6 +468,7 @@ impl Personality for Qmd {
         views: &[MemberView],
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
+        lock(&self.state).flush.request();
         let pieces = self.map(offset, len);
         if kind == IoKind::Write {
             return self.plan_write(pieces, offset, views);
