@@ -14,6 +14,9 @@
 use super::index::{Head, MirrorIndex};
 use crate::clock::Seconds;
 
+/// Shortest budget period (volume ticks are further apart).
+const BUDGET_PERIOD_S: Seconds = 0.05;
+
 /// The flush's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FlushParams {
@@ -67,10 +70,14 @@ impl Flush {
         self.requests = self.requests.saturating_add(1);
     }
 
-    /// A new tick at `now` sets the budget: K per request since the last tick, unlimited
-    /// without requests; whether any is left.
+    /// A new budget period (a volume tick: the steps of one tick ask within microseconds of
+    /// each other in real time) sets the budget: K per request since the last period,
+    /// unlimited without requests; whether any is left.
     pub fn budget_left(&mut self, now: Seconds) -> bool {
-        if self.tick != Some(now) {
+        if self
+            .tick
+            .is_none_or(|t| now - t >= BUDGET_PERIOD_S || now < t)
+        {
             self.tick = Some(now);
             self.used = 0;
             self.allowed = match self.requests {
@@ -127,6 +134,7 @@ mod tests {
         assert!(f.take() && f.take());
         assert!(!f.take());
         assert!(!f.budget_left(1.0), "same tick");
+        assert!(!f.budget_left(1.001), "the same tick in real time");
         (0..3).for_each(|_| f.request());
         assert!(f.budget_left(2.0), "a new tick");
         assert_eq!((0..10).filter(|_| f.take()).count(), 6, "K per request");
