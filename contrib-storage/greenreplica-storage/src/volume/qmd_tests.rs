@@ -150,3 +150,29 @@ fn utilization_epochs_sleep_and_wake_the_second_disks() {
         "flushed once awake"
     );
 }
+
+/// "Is this range asleep?": reads served by the active disk or the flash need no spin-up;
+/// without the active disk they need the sleeping second disk, and the answer says so.
+#[test]
+fn a_range_is_asleep_only_when_its_read_needs_a_sleeping_member() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    v.write(0, &[5u8; 8192]).unwrap();
+    let buffered = v.range_asleep(0, 8192).unwrap();
+    assert_eq!((buffered.members, buffered.asleep), (vec![2], vec![]));
+    let plain = v.range_asleep(65536, 4096).unwrap();
+    assert_eq!((plain.members, plain.asleep), (vec![0], vec![]));
+    assert_eq!(plain.ready_in_s, 0.0);
+    v.fail_member(0, "test: active disk lost");
+    let degraded = v.range_asleep(65536, 4096).unwrap();
+    assert_eq!((degraded.members, degraded.asleep), (vec![1], vec![1]));
+    assert!(degraded.ready_in_s > 0.0, "{}", degraded.ready_in_s);
+    // The buffered bytes still come from flash without waking anything.
+    assert_eq!(v.range_asleep(0, 8192).unwrap().asleep, Vec::<usize>::new());
+    assert!(v.range_asleep(v.capacity(), 1).is_err());
+    assert!(v.range_asleep(u64::MAX, 2).is_err());
+}
