@@ -497,6 +497,14 @@ impl Agent {
                 directory,
             } => self.create_volume(peer, &name, &template, &directory)?,
             Request::RemoveVolume { name } => self.remove_volume(peer, &name)?,
+            Request::RangeAsleep {
+                volume,
+                offset,
+                len,
+            } => {
+                let answer = self.get(&volume)?.volume.range_asleep(offset, len)?;
+                json!({"ok": true, "volume": volume, "range": answer})
+            }
             Request::Scrub { volume, repair } => {
                 let report = self.get(&volume)?.volume.scrub(repair.unwrap_or(true))?;
                 json!({"ok": true, "volume": volume, "report": report})

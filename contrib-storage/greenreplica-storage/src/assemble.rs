@@ -578,6 +578,8 @@ mod crash_tests;
 #[cfg(test)]
 mod ido_crash_tests;
 #[cfg(test)]
+mod qmd_crash_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::VirtualClock;

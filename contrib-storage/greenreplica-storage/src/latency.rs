@@ -17,6 +17,10 @@ pub struct ResponseSummary {
     pub p50: f64,
     pub p95: f64,
     pub p99: f64,
+    /// The tail QMD's paper reports (99.5, 99.9 and 99.95th percentiles).
+    pub p99_5: f64,
+    pub p99_9: f64,
+    pub p99_95: f64,
     pub max: f64,
 }
 
@@ -48,6 +52,9 @@ impl Samples {
             p50: rank(50.0),
             p95: rank(95.0),
             p99: rank(99.0),
+            p99_5: rank(99.5),
+            p99_9: rank(99.9),
+            p99_95: rank(99.95),
             max: self.values[n - 1] * scale,
         }
     }

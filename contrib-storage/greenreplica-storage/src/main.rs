@@ -138,6 +138,10 @@ enum Command {
         #[arg(long, conflicts_with_all = ["iops", "write_ratio", "request_bytes", "sequential",
             "diurnal", "busy_share", "idle_gap_s", "variable_size"])]
         preset: Option<String>,
+        /// Multiply the preset's (or --iops') mean rate: a trace for fewer disks at the same
+        /// per-disk load (QMD's benchmark replays one pair of the paper's 14).
+        #[arg(long, default_value_t = 1.0)]
+        rate_scale: f64,
         #[arg(long, default_value_t = 1_000_000)]
         requests: u64,
         /// Mean requests per second.
@@ -230,6 +234,13 @@ enum Command {
         /// fcfs | sstf | c-look | sptf (default: the profile's queue.scheduler).
         #[arg(long)]
         scheduler: Option<greenreplica_storage::profile::SchedulerKind>,
+        /// Profile of the layout's flash member (QMD's write buffer; default: --profile).
+        #[arg(long)]
+        flash_profile: Option<String>,
+        /// A layout option KEY=VALUE (QMD: k, fill_threshold, buffer_bytes, extent_bytes);
+        /// repeatable.
+        #[arg(long = "layout-option")]
+        layout_options: Vec<String>,
     },
 }
 
@@ -376,6 +387,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::SynthTrace {
             preset,
+            rate_scale,
             requests,
             iops,
             write_ratio,
@@ -405,6 +417,10 @@ fn run(cli: Cli) -> Result<()> {
                     idle_gap_s,
                     variable_size,
                 },
+            };
+            let options = SynthOptions {
+                iops: options.iops * rate_scale,
+                ..options
             };
             synth::validate(&options).map_err(anyhow::Error::msg)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -457,6 +473,8 @@ fn run(cli: Cli) -> Result<()> {
             start_stop_budget,
             queue_depth,
             scheduler,
+            flash_profile,
+            layout_options,
         } => {
             let members = members.unwrap_or(layout.default_members());
             let report = replay(&ReplayOptions {
@@ -470,6 +488,8 @@ fn run(cli: Cli) -> Result<()> {
                 start_stop_budget_per_day: start_stop_budget,
                 queue_depth,
                 scheduler,
+                flash_profile,
+                layout_options,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

@@ -15,8 +15,10 @@ use crate::power_manager::{
 use crate::power_state::PowerState;
 
 mod mirrors;
+mod utilization;
 
 pub use mirrors::Mirrors;
+pub use utilization::{Utilization, UtilizationParams};
 
 const DAY_S: f64 = 86_400.0;
 
@@ -40,6 +42,8 @@ pub enum PolicySpec {
     Mirrors {
         timeout_s: f64,
     },
+    /// QMD's utilization epochs (`utilization` or `qmd`, optional KEY=VALUE parameters).
+    Utilization(UtilizationParams),
 }
 
 impl FromStr for PolicySpec {
@@ -70,8 +74,9 @@ impl FromStr for PolicySpec {
             "mirrors" => Ok(PolicySpec::Mirrors {
                 timeout_s: seconds(arg)?,
             }),
+            "utilization" | "qmd" => Ok(PolicySpec::Utilization(UtilizationParams::parse(arg)?)),
             _ => Err(format!(
-                "unknown power policy {s:?}; use always-on, idle-timeout[:SECONDS], cooperative[:FALLBACK_SECONDS] or mirrors[:SECONDS]"
+                "unknown power policy {s:?}; use always-on, idle-timeout[:SECONDS], cooperative[:FALLBACK_SECONDS], mirrors[:SECONDS] or utilization[:KEY=VALUE,...]"
             )),
         }
     }
@@ -99,6 +104,7 @@ impl fmt::Display for PolicySpec {
                 write!(f, "cooperative:{fallback_timeout_s}")
             }
             PolicySpec::Mirrors { timeout_s } => write!(f, "mirrors:{timeout_s}"),
+            PolicySpec::Utilization(p) => write!(f, "utilization:{p}"),
         }
     }
 }
@@ -114,6 +120,7 @@ impl PolicySpec {
                 start_stop_budget_per_day,
             )),
             PolicySpec::Mirrors { timeout_s } => Box::new(Mirrors { timeout_s }),
+            PolicySpec::Utilization(p) => Box::new(Utilization::new(p)),
         }
     }
 
@@ -358,6 +365,7 @@ mod tests {
                     idle_since: Some(0.0),
                     profile: profile(),
                     standby_mode: 0,
+                    active_s: 0.0,
                 })
                 .collect(),
             redundant: n > 1,

@@ -48,6 +48,9 @@ pub struct MemberPowerView {
     pub profile: Arc<DriveProfile>,
     /// Its configured standby mode.
     pub standby_mode: usize,
+    /// Seconds it has spent serving requests (Active) so far, its current busy period
+    /// included: utilization policies (QMD's epochs) take differences.
+    pub active_s: f64,
 }
 
 /// What the manager sees of the array at one moment.

@@ -32,6 +32,10 @@ pub struct ReplayOptions {
     /// Override the profile's queue depth and scheduler on every drive.
     pub queue_depth: Option<usize>,
     pub scheduler: Option<SchedulerKind>,
+    /// Profile of members whose role is Flash (QMD's buffer); None: `profile`.
+    pub flash_profile: Option<String>,
+    /// Layout options, `KEY=VALUE` (`Personality::set_option`).
+    pub layout_options: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -101,8 +105,26 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         profile.capacity_bytes,
         opts.stripe_unit,
     )?;
+    for option in &opts.layout_options {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("layout option {option:?} is not KEY=VALUE"))?;
+        layout
+            .set_option(key.trim(), value.trim())
+            .map_err(anyhow::Error::msg)?;
+    }
+    let flash = match &opts.flash_profile {
+        Some(name) => Arc::new(DriveProfile::load(name)?),
+        None => profile.clone(),
+    };
     let slots = (0..opts.members)
-        .map(|_| {
+        .map(|member| {
+            let profile = if layout.role(member) == layout::Role::Flash {
+                flash.clone()
+            } else {
+                profile.clone()
+            };
+            let mode = profile.default_mode_index();
             let mut drive = Drive::new(
                 profile.clone(),
                 mode,
@@ -224,6 +246,8 @@ mod tests {
             start_stop_budget_per_day: 48,
             queue_depth: None,
             scheduler: None,
+            flash_profile: None,
+            layout_options: Vec::new(),
         }
     }
 

@@ -78,10 +78,58 @@ pub const PRESETS: [Preset; 7] = [
     preset!("hm_1", 0.047, 1.02, 15.16, 0.3, 0.1, 0.2, 30.0),
 ];
 
+/// The QMD paper's three traces (its Table 2): a preset plus the published length and peak
+/// request rate. The peak is the in-burst arrival rate at the top of the daily swing,
+/// `iops * (1 + diurnal) / busy_share`; the mean rate, write ratio, sizes and burst lengths
+/// are assumptions (docs/storage-agent.md "QMD").
+#[derive(Debug, Clone, Copy)]
+pub struct QmdPreset {
+    pub preset: Preset,
+    pub days: f64,
+    pub peak_iops: f64,
+}
+
+impl QmdPreset {
+    /// Requests in the trace's published length at its mean rate.
+    pub fn requests(&self) -> u64 {
+        (self.preset.iops * self.days * DAY_S).round() as u64
+    }
+}
+
+/// cambridge-src1_1 and cambridge-usr2: 7 days, strong diurnal swing, rare bursts (long
+/// low-utilization periods); LiveMaps: 1 day, no diurnal swing, short idle gaps (spiky).
+pub const QMD_PRESETS: [QmdPreset; 3] = [
+    QmdPreset {
+        preset: preset!(
+            "cambridge-src1_1",
+            0.55,
+            75.0,
+            32.0,
+            0.3,
+            0.9,
+            0.040_71,
+            60.0
+        ),
+        days: 7.0,
+        peak_iops: 3500.0,
+    },
+    QmdPreset {
+        preset: preset!("cambridge-usr2", 0.2, 18.0, 48.0, 0.3, 0.9, 0.014_87, 120.0),
+        days: 7.0,
+        peak_iops: 2300.0,
+    },
+    QmdPreset {
+        preset: preset!("livemaps", 0.3, 600.0, 8.0, 0.1, 0.0, 0.127_66, 10.0),
+        days: 1.0,
+        peak_iops: 4700.0,
+    },
+];
+
 impl Preset {
     pub fn find(name: &str) -> Result<Preset, String> {
-        PRESETS.into_iter().find(|p| p.name == name).ok_or_else(|| {
-            let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+        let all = || PRESETS.into_iter().chain(QMD_PRESETS.map(|q| q.preset));
+        all().find(|p| p.name == name).ok_or_else(|| {
+            let names: Vec<&str> = all().map(|p| p.name).collect();
             format!("unknown preset {name:?} (one of {})", names.join(", "))
         })
     }
@@ -387,6 +435,35 @@ mod tests {
         let share = idle / times[times.len() - 1];
         assert!(share > 0.6, "idle share {share}");
         assert!(Preset::find("src2_9").is_err());
+    }
+
+    #[test]
+    fn qmd_presets_have_table_2s_lengths_and_peak_rates() {
+        for q in QMD_PRESETS {
+            let p = q.preset;
+            let peak = p.iops * (1.0 + p.diurnal) / p.busy_share;
+            assert!(
+                (peak / q.peak_iops - 1.0).abs() < 0.001,
+                "{}: {peak}",
+                p.name
+            );
+            assert_eq!(Preset::find(p.name).unwrap().name, p.name);
+            validate(&p.options(1000, 1 << 40, 1)).unwrap();
+        }
+        assert_eq!(QMD_PRESETS[0].requests(), 45_360_000);
+        // LiveMaps is flat: the busiest seconds of a generated trace arrive at its peak.
+        let o = Preset::find("livemaps")
+            .unwrap()
+            .options(300_000, 1 << 40, 4);
+        let mut per_second = std::collections::HashMap::new();
+        for a in Arrivals::new(&o) {
+            *per_second.entry(a.t as u64).or_insert(0u64) += 1;
+        }
+        let busiest = per_second.values().copied().max().unwrap_or(0) as f64;
+        assert!(
+            (busiest / 4700.0 - 1.0).abs() < 0.1,
+            "busiest second {busiest} requests"
+        );
     }
 
     #[test]

@@ -52,6 +52,12 @@ pub enum Request {
         volume: String,
         repair: Option<bool>,
     },
+    /// Whether reading volume bytes `offset..offset+len` needs a sleeping member (QMD).
+    RangeAsleep {
+        volume: String,
+        offset: u64,
+        len: u64,
+    },
 }
 
 pub const OPS: &[&str] = &[
@@ -67,6 +73,7 @@ pub const OPS: &[&str] = &[
     "create_volume",
     "remove_volume",
     "scrub",
+    "range_asleep",
 ];
 
 /// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.
@@ -133,6 +140,16 @@ mod tests {
             })
         );
         assert!(parse(r#"{"op":"wake","volume":"v","extents":[[-1,2]]}"#).is_err());
+        assert_eq!(
+            parse(r#"{"op":"range_asleep","volume":"v","offset":0,"len":8192}"#),
+            Ok(Request::RangeAsleep {
+                volume: "v".into(),
+                offset: 0,
+                len: 8192
+            })
+        );
+        assert!(parse(r#"{"op":"range_asleep","volume":"v","offset":-1,"len":1}"#).is_err());
+        assert!(parse(r#"{"op":"range_asleep","volume":"v","offset":0}"#).is_err());
         assert_eq!(
             parse(r#"{"op":"scrub","volume":"v"}"#),
             Ok(Request::Scrub {

@@ -101,6 +101,12 @@ impl PowerMachine {
             idle_since: (self.state == PowerState::Idle).then_some(self.since),
             profile: self.profile.clone(),
             standby_mode: self.configured_mode,
+            active_s: self.ledger.state_seconds.active
+                + if self.state == PowerState::Active {
+                    (self.until - self.since).max(0.0)
+                } else {
+                    0.0
+                },
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod ido;
 mod mirror;
+mod qmd;
 mod raid10;
 mod raid56;
 mod registry;
@@ -19,6 +20,7 @@ use std::fmt;
 use thiserror::Error;
 
 pub use ido::Ido;
+pub use qmd::{FlushParams as QmdFlushParams, Qmd};
 pub use raid10::Raid10;
 pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
@@ -344,6 +346,12 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// The standby's hint: these volume extents (offset, len) are about to be read
     /// (layouts that track popularity, IDO, mark them hot).
     fn hint(&self, _extents: &[(u64, u64)]) {}
+
+    /// Set a layout option (`KEY=VALUE` of the configuration or the replay command line)
+    /// before the volume serves I/O; layouts without options refuse every key.
+    fn set_option(&self, key: &str, _value: &str) -> Result<(), String> {
+        Err(format!("layout {} has no option {key:?}", self.kind()))
+    }
 
     /// Bytes of memory the personality's own metadata takes (zone tables, maps).
     fn metadata_bytes(&self) -> u64 {

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Ido, LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
+use super::{Ido, LayoutError, Personality, Qmd, Raid10, Raid56, Rolo, RoloFlavour, Single};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
@@ -100,6 +100,13 @@ pub static REGISTRY: &[Registration] = &[
         check: Raid56::check6,
         build: |s| Ok(Box::new(Ido::new(Level::Raid6, s)?)),
     },
+    // QMD (issue 16): RAID10 pairs plus a flash write buffer (the last member).
+    Registration {
+        name: "qmd",
+        default_members: 3,
+        check: Qmd::check,
+        build: |s| Ok(Box::new(Qmd::new(s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -113,6 +120,7 @@ impl LayoutKind {
     pub const RAID6: LayoutKind = LayoutKind(&REGISTRY[3]);
     pub const GRAID: LayoutKind = LayoutKind(&REGISTRY[4]);
     pub const ROLO_P: LayoutKind = LayoutKind(&REGISTRY[5]);
+    pub const QMD: LayoutKind = LayoutKind(&REGISTRY[8]);
 
     pub fn name(self) -> &'static str {
         self.0.name

@@ -31,6 +31,13 @@ impl Run {
     fn new(kind: LayoutKind, members: usize, seed: u64) -> Self {
         let (volume, stores) = memory_volume(kind, members, Arc::new(VirtualClock::new()), CHUNK);
         let model = vec![0u8; volume.capacity() as usize];
+        if kind == LayoutKind::QMD {
+            // QMD under low utilization: the second disk of each pair sleeps, so writes go
+            // through the flash buffer (a write-back or a degraded read wakes it).
+            let mirrors = crate::policy::PolicySpec::Mirrors { timeout_s: 0.0 }.manager(48);
+            volume.power.with(|c| c.replace_manager(mirrors));
+            volume.tick();
+        }
         Self {
             kind,
             members: stores,
@@ -206,7 +213,7 @@ impl Run {
                     }
                 }
             }
-            "graid" | "rolo-p" => {
+            "graid" | "rolo-p" | "qmd" => {
                 // Logged mirrors are stale by design until destaged: destage everything,
                 // then every mirror equals its primary in the home bytes.
                 self.volume.drain_layout_background().unwrap();
@@ -242,6 +249,7 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "rolo-p" => vec![4, 6],
         "raid5-ido" => vec![3, 4, 5],
         "raid6-ido" => vec![4, 5, 6],
+        "qmd" => vec![3, 5],
         other => panic!("add member counts for layout {other}"),
     }
 }

@@ -12,6 +12,7 @@ mod membership;
 mod meta;
 mod power;
 mod range_lock;
+mod range_sleep;
 mod resync;
 mod runner;
 mod status;
@@ -40,6 +41,7 @@ pub use bitmap::{
 pub use engine::Engine;
 pub use power::MAX_HINT_EXTENTS;
 pub use range_lock::{RangeGuard, RangeLocks, Span};
+pub use range_sleep::RangeSleep;
 pub use resync::ScrubReport;
 pub use runner::{Finished, QueueDepths, Request, Runner};
 pub use status::{MemberStatus, VolumeStatus};
@@ -395,6 +397,8 @@ impl Volume {
 mod ido_tests;
 #[cfg(test)]
 mod layout_props;
+#[cfg(test)]
+mod qmd_tests;
 #[cfg(test)]
 mod rolo_tests;
 #[cfg(test)]

@@ -1,0 +1,880 @@
+//! QMD, quasi mirrored disks (Wang et al.): RAID10 pairs plus a flash member (the last)
+//! that buffers writes while the second disk of a pair sleeps. Member 2p is pair p's
+//! active disk, 2p+1 its second disk (the one the power policy lets sleep).
+//!
+//! * Writes: while the second disk sleeps (or its pair still has buffered runs), a write
+//!   goes to the active disk and is appended to the flash buffer; the per-mirror index
+//!   records disk address → flash address. With both disks up and nothing buffered, writes
+//!   go in place to both (plain RAID10). A full buffer falls back to both disks.
+//! * Reads: buffered runs hit in flash; the rest goes to the readiest disk holding them.
+//! * Flush (`flush.rs`, the paper's Figure 4): background write-back, elevator order, K
+//!   per foreground request, when the second disk is up or the buffer is over its fill threshold.
+//! * Crash safety: the index and the volume info are journaled (the journal is the paper's
+//!   NVRAM) when a write completes, before the flush that acknowledges it returns; extents
+//!   are freed only after the records that emptied them are durable.
+
+mod extents;
+mod flush;
+mod index;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use super::mirror;
+use super::registry::check_chunk;
+use super::{
+    Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan, Reconcile,
+    Reserved, Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
+};
+use crate::clock::Seconds;
+use crate::service_model::IoKind;
+use crate::sync::lock;
+
+use extents::{Extents, VolumeInfo};
+use flush::Flush;
+pub use flush::FlushParams;
+use index::{Entry, MirrorIndex};
+
+const REC_BUFFERED: u16 = 1;
+const REC_CLEAN: u16 = 2;
+const REC_VOLUME_INFO: u16 = 3;
+
+/// Largest flash extent (the paper's 1 GB).
+const MAX_EXTENT: u64 = 1 << 30;
+/// Extents the flash is cut into at least (so that space frees as mirrors flush).
+const MIN_EXTENTS: u64 = 16;
+/// A second disk is "up" when it can serve within this long of the readiest member.
+const UP_SLACK_S: Seconds = 0.1;
+
+#[derive(Debug)]
+struct State {
+    index: Vec<MirrorIndex>,
+    extents: Extents,
+    flush: Flush,
+    /// Flash writes planned and not yet completed: flash offset → (pair, home, len).
+    planned: HashMap<u64, (usize, u64, u64)>,
+    outbox: Vec<LayoutRecord>,
+}
+
+#[derive(Debug)]
+pub struct Qmd {
+    pairs: usize,
+    stripe_unit: u64,
+    member_bytes: u64,
+    state: Mutex<State>,
+}
+
+/// A piece of a request: (caller buffer offset, pair, home offset, length).
+type Piece = (u64, usize, u64, u64);
+
+impl Qmd {
+    pub fn check(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
+        if members < 3 || members.is_multiple_of(2) {
+            return Err(ShapeProblem {
+                key: "member",
+                problem: format!(
+                    "layout qmd needs mirrored pairs plus one flash member (an odd number, at \
+                     least 3), got {members}"
+                ),
+            });
+        }
+        check_chunk(chunk)
+    }
+
+    pub fn new(shape: &Shape) -> Result<Self, LayoutError> {
+        Self::with_params(shape, FlushParams::default(), 0)
+    }
+
+    /// `extent_bytes` 0: the flash over 16 extents, at most 1 GiB, whole stripe units.
+    pub fn with_params(
+        shape: &Shape,
+        params: FlushParams,
+        extent_bytes: u64,
+    ) -> Result<Self, LayoutError> {
+        let kind = LayoutKind::QMD;
+        Self::check(shape.members, shape.chunk).map_err(|p| kind.shape_error(p))?;
+        let su = shape.chunk;
+        let member_bytes = shape.member_bytes / su * su;
+        let problem = |problem: String| {
+            kind.shape_error(ShapeProblem {
+                key: "member",
+                problem,
+            })
+        };
+        let extents =
+            flash_extents(member_bytes, member_bytes, extent_bytes, su).map_err(problem)?;
+        check_params(&params).map_err(problem)?;
+        let pairs = shape.members / 2;
+        Ok(Self {
+            pairs,
+            stripe_unit: su,
+            member_bytes,
+            state: Mutex::new(State {
+                index: vec![MirrorIndex::default(); pairs],
+                extents,
+                flush: Flush::new(pairs, params),
+                planned: HashMap::new(),
+                outbox: Vec::new(),
+            }),
+        })
+    }
+
+    fn flash(&self) -> usize {
+        2 * self.pairs
+    }
+
+    fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let pos = offset + done;
+            let chunk = pos / self.stripe_unit;
+            let within = pos % self.stripe_unit;
+            let piece = (self.stripe_unit - within).min(len - done);
+            let pair = (chunk % self.pairs as u64) as usize;
+            let home = (chunk / self.pairs as u64) * self.stripe_unit + within;
+            pieces.push((done, pair, home, piece));
+            done += piece;
+        }
+        pieces
+    }
+
+    fn volume_offset(&self, pair: usize, home: u64) -> u64 {
+        let row = home / self.stripe_unit;
+        (row * self.pairs as u64 + pair as u64) * self.stripe_unit + home % self.stripe_unit
+    }
+
+    /// The second disk of `pair` is up: it can serve about as soon as the readiest member
+    /// (views give no power state; a sleeping disk is a spin-up away, seconds).
+    fn second_up(&self, pair: usize, views: &[MemberView]) -> bool {
+        let now = views
+            .iter()
+            .map(|v| v.ready_at)
+            .fold(Seconds::INFINITY, Seconds::min);
+        let s = views[2 * pair + 1].ready_at;
+        s <= now + UP_SLACK_S || s <= views[2 * pair].ready_at
+    }
+
+    /// Buffered bytes (live index entries) of all mirrors.
+    pub fn buffered_bytes(&self) -> u64 {
+        let st = lock(&self.state);
+        st.index
+            .iter()
+            .flat_map(|i| i.iter().map(|(_, e)| e.len))
+            .sum()
+    }
+
+    /// Share of the flash extents in use.
+    pub fn fill(&self) -> f64 {
+        lock(&self.state).extents.fill()
+    }
+
+    fn set_range(st: &mut State, pair: usize, home: u64, len: u64, entry: Option<Entry>) {
+        let State { index, extents, .. } = st;
+        let mut dropped = Vec::new();
+        let mut kept = Vec::new();
+        index[pair].set_range(
+            home,
+            len,
+            entry,
+            |off, n| dropped.push((off, n)),
+            |off, n| kept.push((off, n)),
+        );
+        for (off, n) in dropped {
+            extents.sub_live(off, n);
+        }
+        for (off, n) in kept {
+            extents.add_live(off, n);
+        }
+    }
+
+    fn after_change(st: &mut State) {
+        let fill = st.extents.fill();
+        st.flush.update(fill, &st.index);
+    }
+
+    fn plan_write(
+        &self,
+        pieces: Vec<Piece>,
+        offset: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let mut st = lock(&self.state);
+        let mut plan = Plan::default();
+        let flash = self.flash();
+        for (buf_offset, pair, home, len) in pieces {
+            let (a, s) = (2 * pair, 2 * pair + 1);
+            let active_ok = views[a].writable && views[a].holds(home, len);
+            let second_ok = views[s].writable && views[s].holds(home, len);
+            if !(active_ok || second_ok) {
+                return Err(LayoutError::NoLiveCopy {
+                    offset: offset + buf_offset,
+                    end: offset + buf_offset + len,
+                });
+            }
+            let io = |member, member_offset| MemberIo {
+                member,
+                member_offset,
+                len,
+                buf: Buf::Caller(buf_offset),
+            };
+            let buffer = active_ok
+                && views[s].writable
+                && views[flash].writable
+                && (!self.second_up(pair, views) || !st.index[pair].is_empty());
+            let slot = if buffer {
+                let extents = &mut st.extents;
+                extents
+                    .allocate(len)
+                    .filter(|(off, _)| views[flash].holds(*off, len))
+            } else {
+                None
+            };
+            match slot {
+                Some((flash_off, new_extent)) => {
+                    if new_extent {
+                        let info = st.extents.info.clone();
+                        st.outbox.push(volume_info_record(&info));
+                    }
+                    st.planned.insert(flash_off, (pair, home, len));
+                    plan.writes.push(io(a, home));
+                    plan.writes.push(io(flash, flash_off));
+                }
+                None => plan.writes.extend(
+                    [a, s]
+                        .into_iter()
+                        .filter(|&m| views[m].writable)
+                        .map(|m| io(m, home)),
+                ),
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Reads of a pair's newest bytes: buffered runs from flash (or the active disk), the
+    /// rest from the readiest disk that holds them.
+    #[allow(clippy::too_many_arguments)]
+    fn read_piece(
+        &self,
+        st: &mut State,
+        pair: usize,
+        home: u64,
+        len: u64,
+        buf_offset: u64,
+        views: &[MemberView],
+        avoid: Option<usize>,
+    ) -> Option<Vec<MemberIo>> {
+        let (a, s, flash) = (2 * pair, 2 * pair + 1, self.flash());
+        let mut ios = Vec::new();
+        for (at, n, buffered) in st.index[pair].fragments(home, len) {
+            let candidates: Vec<(usize, u64)> = match buffered {
+                Some(flash_off) => vec![(flash, flash_off), (a, at)],
+                // A sleeping second disk is read only when the active one cannot serve.
+                None if !self.second_up(pair, views) => vec![(a, at), (s, at)],
+                None => {
+                    let mut c = vec![(a, at), (s, at)];
+                    c.sort_by(|x, y| views[x.0].ready_at.total_cmp(&views[y.0].ready_at));
+                    c
+                }
+            };
+            let (member, member_offset) = candidates
+                .into_iter()
+                .find(|&(m, off)| Some(m) != avoid && views[m].holds(off, n))?;
+            if member == s {
+                st.flush.heads[pair].moved_to(at, n);
+            }
+            ios.push(MemberIo {
+                member,
+                member_offset,
+                len: n,
+                buf: Buf::Caller(buf_offset + at - home),
+            });
+        }
+        Some(ios)
+    }
+
+    fn apply(&self, st: &mut State, r: &LayoutRecord) -> Result<(), String> {
+        let mut rd = Reader(&r.payload);
+        match r.kind {
+            REC_BUFFERED => {
+                let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
+                let flash_off = rd.u64()?;
+                let flash_end = flash_off.saturating_add(len);
+                if pair >= self.pairs
+                    || home.checked_add(len).is_none_or(|e| e > self.member_bytes)
+                    || flash_end > self.member_bytes
+                {
+                    return Err(format!(
+                        "qmd buffered record of pair {pair} home {home}+{len} at flash \
+                         {flash_off} is outside the volume"
+                    ));
+                }
+                Self::set_range(st, pair, home, len, Some(Entry { len, flash_off }));
+            }
+            REC_CLEAN => {
+                let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
+                if pair >= self.pairs {
+                    return Err(format!("qmd clean record of pair {pair}"));
+                }
+                Self::set_range(st, pair, home, len, None);
+            }
+            REC_VOLUME_INFO => {
+                let n = rd.u32()? as usize;
+                if n > st.extents.count() {
+                    return Err(format!("qmd volume info lists {n} extents"));
+                }
+                let extents = (0..n).map(|_| rd.u32()).collect::<Result<Vec<_>, _>>()?;
+                let next = rd.u64()?;
+                st.extents.restore(VolumeInfo { extents, next })?;
+            }
+            other => return Err(format!("unknown qmd record kind {other}")),
+        }
+        Ok(())
+    }
+}
+
+/// The flash space: `buffer_bytes` of the flash member (at most `member_bytes`) in extents of
+/// `extent_bytes` (0: a sixteenth of the buffer, at most 1 GiB), whole stripe units.
+fn flash_extents(
+    member_bytes: u64,
+    buffer_bytes: u64,
+    extent_bytes: u64,
+    su: u64,
+) -> Result<Extents, String> {
+    if buffer_bytes > member_bytes {
+        return Err(format!(
+            "a flash buffer of {buffer_bytes} bytes does not fit the flash member's \
+             {member_bytes} bytes"
+        ));
+    }
+    let extent = if extent_bytes == 0 {
+        (buffer_bytes / MIN_EXTENTS).min(MAX_EXTENT) / su * su
+    } else {
+        extent_bytes
+    };
+    if extent < su || !extent.is_multiple_of(su) || buffer_bytes / extent == 0 {
+        return Err(format!(
+            "a flash buffer of {buffer_bytes} bytes is too small for extents of whole stripe \
+             units ({extent} bytes)"
+        ));
+    }
+    Ok(Extents::new(buffer_bytes, extent))
+}
+
+fn check_params(p: &FlushParams) -> Result<(), String> {
+    if p.k == 0 || p.k > 1_000_000 || !(p.fill_threshold > 0.0 && p.fill_threshold <= 1.0) {
+        return Err(format!(
+            "flush K must be 1..=1000000 and the fill threshold in (0, 1], got {} and {}",
+            p.k, p.fill_threshold
+        ));
+    }
+    Ok(())
+}
+
+fn volume_info_record(info: &VolumeInfo) -> LayoutRecord {
+    LayoutRecord {
+        kind: REC_VOLUME_INFO,
+        payload: extents::volume_info_payload(info),
+    }
+}
+
+fn buffered_record(pair: usize, home: u64, e: &Entry) -> LayoutRecord {
+    let mut payload = Vec::with_capacity(28);
+    payload.extend((pair as u32).to_le_bytes());
+    payload.extend(home.to_le_bytes());
+    payload.extend(e.len.to_le_bytes());
+    payload.extend(e.flash_off.to_le_bytes());
+    LayoutRecord {
+        kind: REC_BUFFERED,
+        payload,
+    }
+}
+
+fn clean_record(pair: usize, home: u64, len: u64) -> LayoutRecord {
+    let mut payload = Vec::with_capacity(20);
+    payload.extend((pair as u32).to_le_bytes());
+    payload.extend(home.to_le_bytes());
+    payload.extend(len.to_le_bytes());
+    LayoutRecord {
+        kind: REC_CLEAN,
+        payload,
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let (head, rest) = self
+            .0
+            .split_at_checked(N)
+            .ok_or_else(|| "truncated qmd record".to_string())?;
+        self.0 = rest;
+        head.try_into().map_err(|_| "truncated qmd record".into())
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(self.take()?))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take()?))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take()?))
+    }
+}
+
+impl Personality for Qmd {
+    fn kind(&self) -> LayoutKind {
+        LayoutKind::QMD
+    }
+
+    fn member_count(&self) -> usize {
+        2 * self.pairs + 1
+    }
+
+    fn member_data_bytes(&self) -> u64 {
+        self.member_bytes
+    }
+
+    fn stripe_unit(&self) -> u64 {
+        self.stripe_unit
+    }
+
+    fn capacity(&self) -> u64 {
+        self.member_bytes * self.pairs as u64
+    }
+
+    fn role(&self, member: usize) -> Role {
+        if member == self.flash() {
+            Role::Flash
+        } else {
+            Role::Data
+        }
+    }
+
+    fn reserved(&self) -> Vec<Reserved> {
+        vec![Reserved {
+            member: self.flash(),
+            start: 0,
+            len: self.member_bytes,
+        }]
+    }
+
+    fn plan(
+        &self,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.check_range(offset, len)?;
+        lock(&self.state).flush.request();
+        let pieces = self.map(offset, len);
+        if kind == IoKind::Write {
+            return self.plan_write(pieces, offset, views);
+        }
+        let mut st = lock(&self.state);
+        let mut plan = Plan::default();
+        for (buf_offset, pair, home, n) in pieces {
+            let ios = self
+                .read_piece(&mut st, pair, home, n, buf_offset, views, None)
+                .ok_or(LayoutError::NoLiveCopy {
+                    offset: offset + buf_offset,
+                    end: offset + buf_offset + n,
+                })?;
+            plan.reads.extend(ios);
+        }
+        Ok(plan)
+    }
+
+    /// Flash writes enter the index; any other write on a pair's disks leaves the second
+    /// disk current there (in place on both, a flush, or the active disk alone when the
+    /// second is gone, whose stale buffered copy must not be flushed later).
+    fn complete(&self, plan: &Plan) {
+        let mut st = lock(&self.state);
+        let mut buffered = HashSet::new();
+        for w in &plan.writes {
+            if w.member != self.flash() {
+                continue;
+            }
+            if let Some((pair, home, len)) = st.planned.remove(&w.member_offset) {
+                let e = Entry {
+                    len,
+                    flash_off: w.member_offset,
+                };
+                Self::set_range(&mut st, pair, home, len, Some(e));
+                st.outbox.push(buffered_record(pair, home, &e));
+                buffered.insert((pair, home));
+            }
+        }
+        for w in &plan.writes {
+            if w.member >= self.flash() {
+                continue;
+            }
+            let pair = w.member / 2;
+            if buffered.contains(&(pair, w.member_offset)) {
+                continue;
+            }
+            let len = w.len.min(self.member_bytes.saturating_sub(w.member_offset));
+            let dirty = st.index[pair]
+                .fragments(w.member_offset, len)
+                .iter()
+                .any(|f| f.2.is_some());
+            if dirty {
+                Self::set_range(&mut st, pair, w.member_offset, len, None);
+                st.outbox.push(clean_record(pair, w.member_offset, len));
+            }
+        }
+        Self::after_change(&mut st);
+    }
+
+    /// An extent with nothing live is reused only once the records that emptied it are
+    /// durable: until then a crash brings back entries that point into it.
+    fn committed(&self) {
+        let mut st = lock(&self.state);
+        if !st.outbox.is_empty() {
+            return;
+        }
+        let State {
+            extents, planned, ..
+        } = &mut *st;
+        let pending: HashSet<usize> = planned.keys().map(|&off| extents.extent_of(off)).collect();
+        if extents.reclaim(|e| pending.contains(&e)) {
+            let info = extents.info.clone();
+            st.outbox.push(volume_info_record(&info));
+        }
+        Self::after_change(&mut st);
+    }
+
+    fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {
+        std::mem::take(&mut lock(&self.state).outbox)
+    }
+
+    fn replay(&self, image: Option<&[u8]>, records: &[LayoutRecord]) -> Result<(), String> {
+        let mut st = lock(&self.state);
+        st.index = vec![MirrorIndex::default(); self.pairs];
+        st.extents.clear_live();
+        st.extents.restore(VolumeInfo::default())?;
+        st.planned.clear();
+        st.outbox.clear();
+        if let Some(mut bytes) = image {
+            while !bytes.is_empty() {
+                let mut rd = Reader(bytes);
+                let kind = rd.u16()?;
+                let n = rd.u32()? as usize;
+                let payload =
+                    rd.0.get(..n)
+                        .ok_or_else(|| "truncated qmd checkpoint image".to_string())?
+                        .to_vec();
+                bytes = &rd.0[n..];
+                self.apply(&mut st, &LayoutRecord { kind, payload })?;
+            }
+        }
+        for r in records {
+            self.apply(&mut st, r)?;
+        }
+        // Every live entry's extent is in use, and appends go past the last live byte.
+        let State { index, extents, .. } = &mut *st;
+        let mut info = extents.info.clone();
+        for i in index.iter() {
+            for (_, e) in i.iter() {
+                let ext = extents.extent_of(e.flash_off) as u32;
+                if !info.extents.contains(&ext) {
+                    return Err(format!(
+                        "qmd index points into flash extent {ext}, which the volume does not hold"
+                    ));
+                }
+            }
+        }
+        info.next = info.next.min(extents.extent_bytes());
+        extents.restore(info)?;
+        let ends: Vec<u64> = index
+            .iter()
+            .flat_map(|i| i.iter().map(|(_, e)| e.flash_off + e.len))
+            .collect();
+        for end in ends {
+            extents.raise_next(end);
+        }
+        Self::after_change(&mut st);
+        Ok(())
+    }
+
+    fn checkpoint_image(&self) -> Option<Vec<u8>> {
+        let st = lock(&self.state);
+        let mut records = vec![volume_info_record(&st.extents.info)];
+        for (pair, index) in st.index.iter().enumerate() {
+            records.extend(
+                index
+                    .iter()
+                    .map(|(home, e)| buffered_record(pair, home, &e)),
+            );
+        }
+        let mut out = Vec::new();
+        for r in records {
+            out.extend(r.kind.to_le_bytes());
+            out.extend((r.payload.len() as u32).to_le_bytes());
+            out.extend(r.payload);
+        }
+        Some(out)
+    }
+
+    /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
+    /// `extent_bytes`; the buffer's shape only while nothing is buffered.
+    fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
+        let mut st = lock(&self.state);
+        let bad = || format!("qmd option {key}: {value:?} is not a valid value");
+        match key {
+            "k" => {
+                let mut p = st.flush.params;
+                p.k = value.parse().map_err(|_| bad())?;
+                check_params(&p)?;
+                st.flush.params = p;
+            }
+            "fill_threshold" => {
+                let mut p = st.flush.params;
+                p.fill_threshold = value.parse().map_err(|_| bad())?;
+                check_params(&p)?;
+                st.flush.params = p;
+            }
+            "buffer_bytes" | "extent_bytes" => {
+                let n: u64 = value.parse().map_err(|_| bad())?;
+                if !st.extents.info.extents.is_empty() || st.index.iter().any(|i| !i.is_empty()) {
+                    return Err(format!("qmd option {key}: the buffer is in use"));
+                }
+                let (buffer, extent) = if key == "buffer_bytes" {
+                    (n, 0)
+                } else {
+                    (st.extents.count() as u64 * st.extents.extent_bytes(), n)
+                };
+                st.extents = flash_extents(self.member_bytes, buffer, extent, self.stripe_unit)?;
+            }
+            other => {
+                return Err(format!(
+                    "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes or \
+                     extent_bytes"
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn recover(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let mut st = lock(&self.state);
+        let unrecoverable = |problem: &str| LayoutError::Unrecoverable {
+            member,
+            offset,
+            len,
+            problem: problem.into(),
+        };
+        let end = offset + len;
+        let mut plan = Plan::default();
+        if member < self.flash() {
+            if member.is_multiple_of(2) {
+                let ios = self
+                    .read_piece(&mut st, member / 2, offset, len, 0, views, Some(member))
+                    .ok_or_else(|| unrecoverable("neither the flash nor the mirror holds them"))?;
+                plan.reads.extend(ios);
+            } else {
+                let mut active = mirror::recover(member, offset, len, &[member - 1], views)?;
+                plan.reads.append(&mut active.reads);
+            }
+            return Ok(plan);
+        }
+        // The flash: each live entry's newest copy is its active disk's home bytes.
+        for (pair, index) in st.index.iter().enumerate() {
+            for (home, e) in index.iter() {
+                let from = e.flash_off.max(offset);
+                let to = (e.flash_off + e.len).min(end);
+                if from >= to {
+                    continue;
+                }
+                let at = home + (from - e.flash_off);
+                if !views[2 * pair].holds(at, to - from) {
+                    return Err(unrecoverable("the active disk of a buffered run is lost"));
+                }
+                plan.reads.push(MemberIo {
+                    member: 2 * pair,
+                    member_offset: at,
+                    len: to - from,
+                    buf: Buf::Caller(from - offset),
+                });
+            }
+        }
+        Ok(plan)
+    }
+
+    fn sync_groups(&self) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = (0..self.pairs).map(|p| vec![2 * p, 2 * p + 1]).collect();
+        groups.push(vec![self.flash()]);
+        groups
+    }
+
+    fn lock_spans(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64)> {
+        self.map(offset, len)
+            .into_iter()
+            .map(|(_, pair, home, n)| (2 * pair, home, home + n))
+            .collect()
+    }
+
+    /// Buffered runs are taken as equal (the second disk is stale there by design; its
+    /// newest copy is in flash); the flash member is never compared.
+    fn reconcile(&self, offset: u64, group: &[SyncCopy], len: u64) -> Result<Reconcile, String> {
+        let Some(pair) = group
+            .first()
+            .map(|c| c.member / 2)
+            .filter(|&p| p < self.pairs)
+        else {
+            return Ok(Reconcile::default());
+        };
+        if group.iter().any(|c| c.member >= self.flash()) {
+            return Ok(Reconcile::default());
+        }
+        let fragments = lock(&self.state).index[pair].fragments(offset, len);
+        let active = group
+            .iter()
+            .find(|c| c.member == 2 * pair)
+            .and_then(|c| c.bytes.clone());
+        let copies: Vec<SyncCopy> = group
+            .iter()
+            .map(|c| {
+                let mut bytes = c.bytes.clone();
+                if let (Some(b), Some(a), true) = (&mut bytes, &active, c.member % 2 == 1) {
+                    for &(at, k, buffered) in &fragments {
+                        if buffered.is_some() {
+                            let r = (at - offset) as usize..(at - offset + k) as usize;
+                            b[r.clone()].copy_from_slice(&a[r]);
+                        }
+                    }
+                }
+                SyncCopy {
+                    member: c.member,
+                    bytes,
+                    readable: c
+                        .readable
+                        .iter()
+                        .take(len.div_ceil(SYNC_BLOCK) as usize)
+                        .copied()
+                        .collect(),
+                }
+            })
+            .collect();
+        let mut verdict = mirror::reconcile(offset, &copies, len)?;
+        // After a crash a buffered run's flash copy may be older than its active disk (the
+        // data landed, its record did not): the active disk wins, the second disk takes its
+        // bytes and the run leaves the index, so the copies converge.
+        let buffered = fragments.iter().any(|f| f.2.is_some());
+        let second = 2 * pair + 1;
+        let second_live = group
+            .iter()
+            .any(|c| c.member == second && c.bytes.is_some());
+        if buffered && second_live {
+            let reference = verdict
+                .rewrites
+                .iter()
+                .find(|(m, _)| *m == 2 * pair)
+                .map(|(_, b)| b.clone())
+                .or(active);
+            let Some(mut reference) = reference else {
+                return Ok(verdict);
+            };
+            reference.truncate(len as usize);
+            verdict.rewrites.retain(|(m, _)| *m != second);
+            verdict.rewrites.push((second, reference));
+            let mut st = lock(&self.state);
+            Self::set_range(&mut st, pair, offset, len, None);
+            st.outbox.push(clean_record(pair, offset, len));
+            Self::after_change(&mut st);
+        }
+        Ok(verdict)
+    }
+
+    fn survives(&self, valid: &[bool]) -> bool {
+        let ok = |m: usize| valid.get(m).copied().unwrap_or(false);
+        let st = lock(&self.state);
+        (0..self.pairs)
+            .all(|p| ok(2 * p) || (ok(2 * p + 1) && (st.index[p].is_empty() || ok(self.flash()))))
+    }
+
+    fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
+        let mut st = lock(&self.state);
+        let any = st.index.iter().any(|i| !i.is_empty());
+        (any && st.flush.budget_left(now)).then_some(now)
+    }
+
+    fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
+        let mut st = lock(&self.state);
+        let flash = self.flash();
+        let eligible: Vec<usize> = (0..self.pairs)
+            .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
+            .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(p, views))
+            .collect();
+        for p in eligible {
+            let State { index, flush, .. } = &mut *st;
+            let mut head = flush.heads[p];
+            let mut tries = index[p].len();
+            while tries > 0 {
+                tries -= 1;
+                let Some((home, e)) = head.next(&index[p]) else {
+                    break;
+                };
+                // A run the flash cannot serve is copied from the active disk instead.
+                let readable =
+                    views[flash].holds(e.flash_off, e.len) || views[2 * p].holds(home, e.len);
+                if readable {
+                    if !flush.take() {
+                        return None;
+                    }
+                    flush.heads[p] = head;
+                    return Some((self.volume_offset(p, home), e.len));
+                }
+            }
+        }
+        None
+    }
+
+    fn background_all(&self) {
+        let mut st = lock(&self.state);
+        st.flush.draining = st.index.iter().any(|i| !i.is_empty());
+    }
+
+    fn background_plan(
+        &self,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.check_range(offset, len)?;
+        let mut st = lock(&self.state);
+        let mut plan = Plan::default();
+        for (buf_offset, pair, home, n) in self.map(offset, len) {
+            let s = 2 * pair + 1;
+            let no_copy = LayoutError::NoLiveCopy {
+                offset: offset + buf_offset,
+                end: offset + buf_offset + n,
+            };
+            if !views[s].writable {
+                return Err(no_copy);
+            }
+            let ios = self
+                .read_piece(&mut st, pair, home, n, buf_offset, views, Some(s))
+                .ok_or(no_copy)?;
+            plan.reads.extend(ios);
+            plan.writes.push(MemberIo {
+                member: s,
+                member_offset: home,
+                len: n,
+                buf: Buf::Caller(buf_offset),
+            });
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,416 @@
+use super::*;
+use crate::synth::Rng;
+
+const SU: u64 = 4096;
+const MEMBER: u64 = 64 * SU;
+
+fn qmd(members: usize) -> Qmd {
+    Qmd::new(&Shape {
+        members,
+        member_bytes: MEMBER,
+        chunk: SU,
+    })
+    .unwrap()
+}
+
+/// Pair 0's second disk (member 1) and pair 1's (member 3) asleep: ready far in the future.
+fn asleep(members: usize) -> Vec<MemberView> {
+    (0..members)
+        .map(|m| {
+            let ready = if m % 2 == 1 && m + 1 < members {
+                1e9
+            } else {
+                0.0
+            };
+            MemberView::healthy(ready)
+        })
+        .collect()
+}
+
+fn targets(ios: &[MemberIo]) -> Vec<(usize, u64)> {
+    ios.iter().map(|io| (io.member, io.member_offset)).collect()
+}
+
+/// Members as byte arrays, plans executed on them (QMD plans have no computations).
+struct Disks(Vec<Vec<u8>>);
+
+impl Disks {
+    fn new(members: usize) -> Self {
+        Self(vec![vec![0u8; MEMBER as usize]; members])
+    }
+
+    fn run(&mut self, plan: &Plan, caller: &mut [u8]) {
+        assert!(plan.compute.is_empty());
+        for io in &plan.reads {
+            let Buf::Caller(at) = io.buf else {
+                panic!("qmd reads into the caller's buffer")
+            };
+            let src = &self.0[io.member][io.member_offset as usize..][..io.len as usize];
+            caller[at as usize..][..io.len as usize].copy_from_slice(src);
+        }
+        for io in &plan.writes {
+            let Buf::Caller(at) = io.buf else {
+                panic!("qmd writes from the caller's buffer")
+            };
+            self.0[io.member][io.member_offset as usize..][..io.len as usize]
+                .copy_from_slice(&caller[at as usize..][..io.len as usize]);
+        }
+    }
+}
+
+#[test]
+fn shapes_are_checked() {
+    assert!(Qmd::check(4, SU).is_err());
+    assert!(Qmd::check(1, SU).is_err());
+    assert_eq!(Qmd::check(3, 1000).unwrap_err().key, "stripe_unit");
+    assert_eq!(LayoutKind::QMD.name(), "qmd");
+    let shape = Shape {
+        members: 3,
+        member_bytes: MEMBER,
+        chunk: SU,
+    };
+    let bad_k = FlushParams {
+        k: 0,
+        ..FlushParams::default()
+    };
+    assert!(Qmd::with_params(&shape, bad_k, 0).is_err());
+    assert!(Qmd::with_params(&shape, FlushParams::default(), 3000).is_err());
+    let l = qmd(5);
+    assert!(l.set_option("k", "0").is_err());
+    assert!(l.set_option("k", "ten").is_err());
+    assert!(l.set_option("fill_threshold", "1.5").is_err());
+    assert!(l
+        .set_option("buffer_bytes", &(MEMBER + 1).to_string())
+        .is_err());
+    assert!(l.set_option("extent_bytes", "1000").is_err());
+    assert!(l.set_option("colour", "blue").is_err());
+    l.set_option("buffer_bytes", &(MEMBER / 2).to_string())
+        .unwrap();
+    assert_eq!(lock(&l.state).extents.count(), 16);
+    l.set_option("extent_bytes", &(8 * SU).to_string()).unwrap();
+    assert_eq!(lock(&l.state).extents.count(), 4);
+    l.set_option("k", "10").unwrap();
+    let w = l.plan(IoKind::Write, 0, 512, &asleep(5)).unwrap();
+    l.complete(&w);
+    assert!(l.set_option("buffer_bytes", "65536").is_err(), "in use");
+    let l = qmd(5);
+    assert_eq!(l.role(4), Role::Flash);
+    assert_eq!(l.capacity(), 2 * MEMBER);
+    assert_eq!(lock(&l.state).extents.extent_bytes(), 4 * SU);
+}
+
+#[test]
+fn a_sleeping_second_disk_gets_its_writes_through_the_buffer_and_reads_hit_in_flash() {
+    let l = qmd(5);
+    let views = asleep(5);
+    // Volume stripe unit 1 is pair 1's home 0.
+    let w = l.plan(IoKind::Write, SU, 2048, &views).unwrap();
+    assert_eq!(targets(&w.writes), vec![(2, 0), (4, 0)]);
+    l.complete(&w);
+    let records = l.journal_records(&w);
+    assert_eq!(
+        records.iter().map(|r| r.kind).collect::<Vec<_>>(),
+        vec![REC_VOLUME_INFO, REC_BUFFERED]
+    );
+    // The next write is appended to the same extent.
+    let w = l.plan(IoKind::Write, 0, 1024, &views).unwrap();
+    assert_eq!(targets(&w.writes), vec![(0, 0), (4, 2048)]);
+    l.complete(&w);
+    assert_eq!(l.buffered_bytes(), 3072);
+    // A read across buffered and unbuffered bytes: flash for the hit, the active disk else.
+    let r = l.plan(IoKind::Read, SU + 1024, 2048, &views).unwrap();
+    assert_eq!(targets(&r.reads), vec![(4, 1024), (2, 2048)]);
+    // Losing the active disk and the flash loses buffered bytes; either alone does not.
+    assert!(l.survives(&[true, true, false, true, true]));
+    assert!(l.survives(&[true, true, true, true, false]));
+    assert!(!l.survives(&[true, true, false, true, false]));
+    assert!(l.redundant());
+}
+
+#[test]
+fn both_disks_up_and_nothing_buffered_is_plain_raid10() {
+    let l = qmd(3);
+    let up = [MemberView::healthy(0.0); 3];
+    let w = l.plan(IoKind::Write, 0, 4096, &up).unwrap();
+    assert_eq!(targets(&w.writes), vec![(0, 0), (1, 0)]);
+    l.complete(&w);
+    assert!(l.journal_records(&w).is_empty());
+    assert_eq!(l.next_wakeup(0.0), None);
+}
+
+#[test]
+fn the_flush_writes_back_k_runs_per_request_in_elevator_order_and_cleans_the_index() {
+    let l = qmd(3);
+    let views = asleep(3);
+    for home in [5, 1, 9, 3, 7] {
+        let w = l.plan(IoKind::Write, home * SU, 512, &views).unwrap();
+        l.complete(&w);
+    }
+    // Asleep and under the fill threshold: nothing to flush.
+    assert_eq!(l.next_wakeup(1.0), Some(1.0));
+    assert_eq!(l.background_work(&views), None);
+    // The second disk is up (the policy woke it): the elevator starts at the head (0, up).
+    let up = [MemberView::healthy(0.0); 3];
+    // Writes during the flush still go to the buffer (Figure 4).
+    let w = l.plan(IoKind::Write, 11 * SU, 512, &up).unwrap();
+    assert_eq!(targets(&w.writes)[1].0, 2);
+    l.complete(&w);
+    // A tick takes the budget of the requests so far.
+    while l.next_wakeup(1.5).is_some() && l.background_work(&views).is_some() {}
+    let mut order = Vec::new();
+    for tick in 0..10 {
+        let now = 2.0 + tick as f64;
+        let mut in_tick = 0;
+        // One foreground request since the last tick: K = 2 write-backs.
+        l.plan(IoKind::Read, 40 * SU, 512, &up).unwrap();
+        while l.next_wakeup(now).is_some() {
+            let Some((offset, len)) = l.background_work(&up) else {
+                break;
+            };
+            let plan = l.background_plan(offset, len, &up).unwrap();
+            assert_eq!(targets(&plan.writes), vec![(1, offset)]);
+            assert_eq!(plan.reads[0].member, 2, "written back from flash");
+            l.complete(&plan);
+            order.push(offset / SU);
+            in_tick += 1;
+        }
+        assert!(in_tick <= 2, "at most K = 2 per request");
+    }
+    assert_eq!(order, vec![1, 3, 5, 7, 9, 11]);
+    assert_eq!(l.buffered_bytes(), 0);
+    // Nothing buffered any more: in-place writes again.
+    let w = l.plan(IoKind::Write, 0, 512, &up).unwrap();
+    assert_eq!(targets(&w.writes), vec![(0, 0), (1, 0)]);
+}
+
+#[test]
+fn a_full_buffer_forces_the_flush_and_extents_come_back_once_durable() {
+    let l = qmd(3);
+    let views = asleep(3);
+    let extents = lock(&l.state).extents.count() as u64;
+    let ext = MEMBER / extents;
+    // Fill 80 % of the extents.
+    let mut home = 0;
+    while l.fill() < 0.8 {
+        let w = l.plan(IoKind::Write, home % MEMBER, SU, &views).unwrap();
+        assert_eq!(w.writes[1].member, 2);
+        l.complete(&w);
+        home += SU;
+    }
+    assert_eq!(home, (extents * 8).div_ceil(10) * ext - ext + SU);
+    // Forced: the flush runs although the second disk sleeps (its I/O wakes it).
+    let mut steps = 0;
+    for tick in 0..1000 {
+        l.next_wakeup(tick as f64);
+        while let Some((o, n)) = l.background_work(&views) {
+            let p = l.background_plan(o, n, &views).unwrap();
+            l.complete(&p);
+            steps += 1;
+        }
+        if l.buffered_bytes() == 0 {
+            break;
+        }
+    }
+    assert_eq!(steps, home / SU);
+    assert!(l.fill() >= 0.8, "not freed before the records are durable");
+    l.committed();
+    assert!(l.fill() >= 0.8, "records still waiting for the journal");
+    let records = l.journal_records(&Plan::default());
+    let cleaned = records.iter().filter(|r| r.kind == REC_CLEAN).count() as u64;
+    assert_eq!(cleaned, steps, "one clean record per write-back");
+    l.committed();
+    assert_eq!(l.fill(), 0.0, "empty extents freed");
+    assert_eq!(
+        l.journal_records(&Plan::default())
+            .iter()
+            .map(|r| r.kind)
+            .collect::<Vec<_>>(),
+        vec![REC_VOLUME_INFO]
+    );
+}
+
+#[test]
+fn the_index_comes_back_from_its_records_and_from_a_checkpoint_image() {
+    let l = qmd(5);
+    let mut rng = Rng(77);
+    let mut records = Vec::new();
+    for i in 0..400u64 {
+        let views = if i % 50 < 40 {
+            asleep(5)
+        } else {
+            vec![MemberView::healthy(0.0); 5]
+        };
+        let len = 512 * (1 + rng.next() % 16);
+        let offset = (rng.next() % ((l.capacity() - len) / 512)) * 512;
+        let w = l.plan(IoKind::Write, offset, len, &views).unwrap();
+        l.complete(&w);
+        records.extend(l.journal_records(&w));
+        l.next_wakeup(i as f64);
+        if let Some((o, n)) = l.background_work(&views) {
+            let p = l.background_plan(o, n, &views).unwrap();
+            l.complete(&p);
+            records.extend(l.journal_records(&p));
+        }
+        l.committed();
+        records.extend(l.journal_records(&Plan::default()));
+    }
+    let image = l.checkpoint_image().unwrap();
+    let again = qmd(5);
+    again.replay(None, &records).unwrap();
+    assert_eq!(again.checkpoint_image().unwrap(), image);
+    let twice = qmd(5);
+    twice.replay(Some(&image), &records).unwrap();
+    assert_eq!(twice.checkpoint_image().unwrap(), image);
+    let bad = |kind, payload: Vec<u8>| qmd(5).replay(None, &[LayoutRecord { kind, payload }]);
+    assert!(bad(REC_BUFFERED, vec![1, 2]).is_err());
+    assert!(bad(
+        REC_BUFFERED,
+        buffered_record(
+            7,
+            0,
+            &Entry {
+                len: 8,
+                flash_off: 0
+            }
+        )
+        .payload
+    )
+    .is_err());
+    let beyond = Entry {
+        len: 8,
+        flash_off: MEMBER,
+    };
+    assert!(bad(REC_BUFFERED, buffered_record(0, 0, &beyond).payload).is_err());
+    assert!(bad(99, vec![]).is_err());
+    // An entry in an extent the volume info does not hold.
+    let orphan = Entry {
+        len: 8,
+        flash_off: 0,
+    };
+    assert!(bad(REC_BUFFERED, buffered_record(0, 0, &orphan).payload).is_err());
+}
+
+/// Random writes, reads and flushes with the agent killed at random points: the index is
+/// rebuilt from the journaled records (those of acknowledged writes, plus possibly some of
+/// a write in flight) and every read returns the last acknowledged write.
+#[test]
+fn after_a_crash_reads_return_the_last_acknowledged_write() {
+    for seed in 1..=8u64 {
+        let mut rng = Rng(seed * 7919);
+        let members = if seed % 2 == 0 { 5 } else { 3 };
+        let mut l = qmd(members);
+        let cap = l.capacity();
+        let mut disks = Disks::new(members);
+        let mut model = vec![0u8; cap as usize];
+        let mut journal: Vec<LayoutRecord> = Vec::new();
+        let mut crashes = 0;
+        let mut buffered_seen = 0u64;
+        for step in 0..1500 {
+            let views = if (step / 100) % 3 == 2 {
+                vec![MemberView::healthy(0.0); members]
+            } else {
+                asleep(members)
+            };
+            match rng.next() % 100 {
+                0..=49 => {
+                    let len = 512 * (1 + rng.next() % 12);
+                    let offset = (rng.next() % ((cap - len) / 512)) * 512;
+                    let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    let w = l.plan(IoKind::Write, offset, len, &views).unwrap();
+                    disks.run(&w, &mut data);
+                    l.complete(&w);
+                    let recs = l.journal_records(&w);
+                    if rng.next().is_multiple_of(40) {
+                        // Killed after the data landed, before its records were durable: the
+                        // write was never acknowledged; either content may be read there.
+                        l = qmd(members);
+                        l.replay(None, &journal).unwrap();
+                        crashes += 1;
+                        // The engine resyncs the pairs the write-intent bitmap marks.
+                        for (_, pair, home, n) in l.map(offset, len) {
+                            let r = home as usize..(home + n) as usize;
+                            let group: Vec<SyncCopy> = [2 * pair, 2 * pair + 1]
+                                .iter()
+                                .map(|&m| SyncCopy {
+                                    member: m,
+                                    bytes: Some(disks.0[m][r.clone()].to_vec()),
+                                    readable: vec![true; n.div_ceil(SYNC_BLOCK) as usize],
+                                })
+                                .collect();
+                            let verdict = l.reconcile(home, &group, n).unwrap();
+                            for (m, bytes) in verdict.rewrites {
+                                disks.0[m][r.clone()].copy_from_slice(&bytes);
+                            }
+                        }
+                        journal.extend(l.journal_records(&Plan::default()));
+                        let mut now = vec![0u8; len as usize];
+                        let r = l.plan(IoKind::Read, offset, len, &views).unwrap();
+                        disks.run(&r, &mut now);
+                        model[offset as usize..(offset + len) as usize].copy_from_slice(&now);
+                        continue;
+                    }
+                    journal.extend(recs);
+                    model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+                }
+                50..=79 => {
+                    let len = 512 * (1 + rng.next() % 24);
+                    let offset = (rng.next() % ((cap - len) / 512)) * 512;
+                    let mut buf = vec![0u8; len as usize];
+                    let r = l.plan(IoKind::Read, offset, len, &views).unwrap();
+                    disks.run(&r, &mut buf);
+                    assert!(
+                        buf == model[offset as usize..(offset + len) as usize],
+                        "seed {seed} step {step}: read {offset}+{len}"
+                    );
+                }
+                80..=94 => {
+                    l.next_wakeup(step as f64);
+                    if let Some((o, n)) = l.background_work(&views) {
+                        let p = l.background_plan(o, n, &views).unwrap();
+                        let mut buf = vec![0u8; n as usize];
+                        disks.run(&p, &mut buf);
+                        l.complete(&p);
+                        journal.extend(l.journal_records(&p));
+                    }
+                    l.committed();
+                    journal.extend(l.journal_records(&Plan::default()));
+                }
+                _ => {
+                    // Killed between requests.
+                    l = qmd(members);
+                    l.replay(None, &journal).unwrap();
+                    crashes += 1;
+                }
+            }
+            buffered_seen = buffered_seen.max(l.buffered_bytes());
+        }
+        assert!(crashes > 10, "seed {seed}: {crashes} crashes");
+        assert!(buffered_seen > 0, "seed {seed}: the buffer was used");
+        for offset in (0..cap).step_by(8192) {
+            let mut buf = vec![0u8; 8192];
+            let r = l
+                .plan(IoKind::Read, offset, 8192, &asleep(members))
+                .unwrap();
+            disks.run(&r, &mut buf);
+            assert!(
+                buf == model[offset as usize..][..8192],
+                "seed {seed}: final read {offset}"
+            );
+        }
+        // A drain brings every second disk up to date with its active disk.
+        l.background_all();
+        let up = vec![MemberView::healthy(0.0); members];
+        while let Some((o, n)) = l.background_work(&up) {
+            let p = l.background_plan(o, n, &up).unwrap();
+            let mut buf = vec![0u8; n as usize];
+            disks.run(&p, &mut buf);
+            l.complete(&p);
+        }
+        for pair in 0..members / 2 {
+            assert!(
+                disks.0[2 * pair] == disks.0[2 * pair + 1],
+                "seed {seed}: pair {pair} equal after the drain"
+            );
+        }
+    }
+}

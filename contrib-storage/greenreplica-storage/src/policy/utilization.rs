@@ -1,0 +1,389 @@
+//! The QMD paper's utilization-epoch policy (its Table 1): every epoch (1 s) it measures each
+//! member's utilization (the share of the epoch spent serving requests). A mirrored pair
+//! whose disks stay below `sleep_below` (0.10) for `sleep_epochs` (30) epochs goes to low
+//! utilization: its second disk (the higher member of the pair) sleeps. A pair whose active
+//! disk stays above `wake_above` (0.25) for `wake_epochs` (2) epochs goes back to high
+//! utilization: the second disk is woken (and the QMD layout flushes its buffered writes to
+//! it). The other spin-up of the paper, the write buffer above its fill threshold, is the
+//! layout's: its forced flush writes to the sleeping disk, which wakes it.
+//!
+//! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.
+
+use std::fmt;
+
+use crate::clock::Seconds;
+use crate::power_manager::{ArrayView, PowerAction, PowerManager, SleepGrant};
+use crate::power_state::PowerState;
+
+/// The policy's parameters, as written after `utilization:` in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UtilizationParams {
+    pub epoch_s: f64,
+    pub sleep_below: f64,
+    pub sleep_epochs: u32,
+    pub wake_above: f64,
+    pub wake_epochs: u32,
+}
+
+impl Default for UtilizationParams {
+    fn default() -> Self {
+        Self {
+            epoch_s: 1.0,
+            sleep_below: 0.10,
+            sleep_epochs: 30,
+            wake_above: 0.25,
+            wake_epochs: 2,
+        }
+    }
+}
+
+/// Most epochs a threshold may ask for (a day of one-second epochs).
+const MAX_EPOCHS: u32 = 86_400;
+
+impl UtilizationParams {
+    /// `key=value` pairs separated by commas; unknown keys, bad numbers and inconsistent
+    /// thresholds are refused.
+    pub fn parse(arg: Option<&str>) -> Result<Self, String> {
+        let mut p = Self::default();
+        let Some(arg) = arg else {
+            return Ok(p);
+        };
+        if arg.len() > 256 {
+            return Err("utilization policy parameters are longer than 256 bytes".into());
+        }
+        for item in arg.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{item:?} is not KEY=VALUE"))?;
+            let number = |what: &str| -> Result<f64, String> {
+                value
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| format!("{what} {value:?} is not a number"))
+            };
+            let epochs = |what: &str| -> Result<u32, String> {
+                value
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| (1..=MAX_EPOCHS).contains(&n))
+                    .ok_or_else(|| format!("{what} {value:?} is not a count of 1..={MAX_EPOCHS}"))
+            };
+            match key.trim() {
+                "epoch_s" => p.epoch_s = number("epoch_s")?,
+                "sleep_below" => p.sleep_below = number("sleep_below")?,
+                "sleep_epochs" => p.sleep_epochs = epochs("sleep_epochs")?,
+                "wake_above" => p.wake_above = number("wake_above")?,
+                "wake_epochs" => p.wake_epochs = epochs("wake_epochs")?,
+                other => {
+                    return Err(format!(
+                        "unknown utilization policy parameter {other:?}; use epoch_s, \
+                         sleep_below, sleep_epochs, wake_above or wake_epochs"
+                    ))
+                }
+            }
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.01..=3600.0).contains(&self.epoch_s) {
+            return Err(format!(
+                "epoch_s {} must be between 0.01 and 3600 seconds",
+                self.epoch_s
+            ));
+        }
+        let share = |v: f64| (0.0..=1.0).contains(&v);
+        if !share(self.sleep_below) || !share(self.wake_above) {
+            return Err("sleep_below and wake_above are utilizations between 0 and 1".into());
+        }
+        if self.sleep_below >= self.wake_above {
+            return Err(format!(
+                "sleep_below {} must be below wake_above {} (or pairs would flap)",
+                self.sleep_below, self.wake_above
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for UtilizationParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "epoch_s={},sleep_below={},sleep_epochs={},wake_above={},wake_epochs={}",
+            self.epoch_s, self.sleep_below, self.sleep_epochs, self.wake_above, self.wake_epochs
+        )
+    }
+}
+
+/// What the policy remembers of a member.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    active_s: f64,
+    /// Consecutive epochs below `sleep_below` (pair awake) or above `wake_above` (asleep).
+    low: u32,
+    high: u32,
+    /// Sleep granted at this time and not yet carried out.
+    granted: Option<Seconds>,
+}
+
+#[derive(Debug)]
+pub struct Utilization {
+    pub params: UtilizationParams,
+    last_epoch: Option<Seconds>,
+    members: Vec<Seen>,
+}
+
+impl Utilization {
+    pub fn new(params: UtilizationParams) -> Self {
+        Self {
+            params,
+            last_epoch: None,
+            members: Vec::new(),
+        }
+    }
+
+    fn seen(&mut self, member: usize) -> &mut Seen {
+        if self.members.len() <= member {
+            self.members.resize(member + 1, Seen::default());
+        }
+        &mut self.members[member]
+    }
+}
+
+fn asleep(state: PowerState) -> bool {
+    matches!(state, PowerState::Standby | PowerState::SpinningDown)
+}
+
+impl PowerManager for Utilization {
+    fn describe(&self) -> String {
+        format!("utilization:{}", self.params)
+    }
+
+    /// Only the epochs put members to sleep; a granted sleep happens once the disk is idle.
+    fn spin_down_at(&self, member: usize, idle_since: Seconds) -> Option<Seconds> {
+        self.members
+            .get(member)
+            .and_then(|m| m.granted)
+            .map(|at| at.max(idle_since))
+    }
+
+    fn decide_sleep(&self, _: &ArrayView, _: Option<f64>) -> Result<Vec<SleepGrant>, String> {
+        Err(format!(
+            "the volume's power policy is utilization:{} (sleep requests need cooperative)",
+            self.params
+        ))
+    }
+
+    fn grant_sleep(&mut self, member: usize, now: Seconds) {
+        self.seen(member).granted = Some(now);
+    }
+
+    fn note_wake(&mut self, member: usize, _now: Seconds) {
+        if let Some(m) = self.members.get_mut(member) {
+            m.granted = None;
+        }
+    }
+
+    fn note_spin_down(&mut self, member: usize, _at: Seconds) {
+        self.seen(member).granted = None;
+    }
+
+    fn tick_every(&self) -> Option<f64> {
+        Some(self.params.epoch_s)
+    }
+
+    fn on_tick(&mut self, view: &ArrayView) -> Vec<PowerAction> {
+        let now = view.now;
+        let Some(last) = self.last_epoch.replace(now) else {
+            for m in &view.members {
+                self.seen(m.index).active_s = m.active_s;
+            }
+            return Vec::new();
+        };
+        let dt = now - last;
+        if dt <= 0.0 {
+            return Vec::new();
+        }
+        let mut util = vec![0.0; view.members.len()];
+        for m in &view.members {
+            let seen = self.seen(m.index);
+            if let Some(u) = util.get_mut(m.index) {
+                *u = ((m.active_s - seen.active_s) / dt).clamp(0.0, 1.0);
+            }
+            seen.active_s = m.active_s;
+        }
+        let p = self.params;
+        let mut actions = Vec::new();
+        for group in view.groups.iter().filter(|g| g.len() == 2) {
+            let (a, s) = (group[0].min(group[1]), group[0].max(group[1]));
+            let (Some(active), Some(second)) = (view.members.get(a), view.members.get(s)) else {
+                continue;
+            };
+            if !active.live || !second.live || active.rebuilding || second.rebuilding {
+                continue;
+            }
+            let (ua, us) = (util[a], util[s]);
+            let seen = self.seen(s);
+            if asleep(second.state) {
+                seen.low = 0;
+                seen.high = if ua > p.wake_above { seen.high + 1 } else { 0 };
+                if seen.high >= p.wake_epochs {
+                    seen.high = 0;
+                    actions.push(PowerAction::Wake { member: s });
+                }
+            } else {
+                seen.high = 0;
+                seen.low = if ua.max(us) < p.sleep_below {
+                    seen.low + 1
+                } else {
+                    0
+                };
+                if seen.low >= p.sleep_epochs && seen.granted.is_none() {
+                    seen.low = 0;
+                    actions.push(PowerAction::Sleep(SleepGrant {
+                        member: s,
+                        mode: None,
+                    }));
+                }
+            }
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Role;
+    use crate::policy::PolicySpec;
+    use crate::power_manager::MemberPowerView;
+    use crate::profile::DriveProfile;
+    use std::sync::Arc;
+
+    fn view(now: Seconds, states: &[PowerState], active_s: &[f64]) -> ArrayView {
+        let profile = Arc::new(DriveProfile::load("ultrastar-15k600").unwrap());
+        ArrayView {
+            now,
+            members: states
+                .iter()
+                .zip(active_s)
+                .enumerate()
+                .map(|(index, (&state, &active_s))| MemberPowerView {
+                    index,
+                    role: Role::Data,
+                    live: true,
+                    rebuilding: false,
+                    state,
+                    idle_since: None,
+                    profile: profile.clone(),
+                    standby_mode: 0,
+                    active_s,
+                })
+                .collect(),
+            redundant: true,
+            groups: vec![vec![0, 1], vec![2]],
+            hinted: None,
+        }
+    }
+
+    #[test]
+    fn thirty_quiet_epochs_sleep_the_second_disk_and_two_busy_ones_wake_it() {
+        let mut u = Utilization::new(UtilizationParams::default());
+        let idle = [PowerState::Idle; 3];
+        let mut busy = [0.0; 3];
+        assert!(u.on_tick(&view(0.0, &idle, &busy)).is_empty());
+        let mut slept_at = None;
+        for epoch in 1..=40 {
+            busy[0] += 0.05; // 5 % utilization
+            let actions = u.on_tick(&view(epoch as f64, &idle, &busy));
+            if !actions.is_empty() {
+                assert_eq!(
+                    actions,
+                    vec![PowerAction::Sleep(SleepGrant {
+                        member: 1,
+                        mode: None
+                    })]
+                );
+                slept_at.get_or_insert(epoch);
+                u.grant_sleep(1, epoch as f64);
+            }
+        }
+        assert_eq!(slept_at, Some(30));
+        assert_eq!(u.spin_down_at(1, 29.0), Some(30.0));
+        assert_eq!(u.spin_down_at(0, 29.0), None, "only epochs sleep members");
+        u.note_spin_down(1, 30.0);
+        let asleep = [PowerState::Idle, PowerState::Standby, PowerState::Idle];
+        // One busy epoch is not enough; two in a row wake it.
+        busy[0] += 0.5;
+        assert!(u.on_tick(&view(41.0, &asleep, &busy)).is_empty());
+        busy[0] += 0.1;
+        assert!(u.on_tick(&view(42.0, &asleep, &busy)).is_empty());
+        busy[0] += 0.3;
+        assert!(u.on_tick(&view(43.0, &asleep, &busy)).is_empty());
+        busy[0] += 0.3;
+        assert_eq!(
+            u.on_tick(&view(44.0, &asleep, &busy)),
+            vec![PowerAction::Wake { member: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_busy_epoch_restarts_the_count_and_the_flash_never_sleeps() {
+        let mut u = Utilization::new(UtilizationParams {
+            sleep_epochs: 3,
+            ..UtilizationParams::default()
+        });
+        let idle = [PowerState::Idle; 3];
+        let mut busy = [0.0; 3];
+        u.on_tick(&view(0.0, &idle, &busy));
+        for epoch in 1..=2 {
+            assert!(u.on_tick(&view(epoch as f64, &idle, &busy)).is_empty());
+        }
+        busy[1] += 0.2; // the second disk served reads
+        assert!(u.on_tick(&view(3.0, &idle, &busy)).is_empty());
+        for epoch in 4..=5 {
+            assert!(u.on_tick(&view(epoch as f64, &idle, &busy)).is_empty());
+        }
+        let actions = u.on_tick(&view(6.0, &idle, &busy));
+        assert_eq!(actions.len(), 1, "member 2 (a group of one) is never slept");
+    }
+
+    #[test]
+    fn parameters_are_parsed_validated_and_round_trip() {
+        let spec: PolicySpec = "utilization".parse().unwrap();
+        assert_eq!(
+            spec.to_string(),
+            "utilization:epoch_s=1,sleep_below=0.1,sleep_epochs=30,wake_above=0.25,wake_epochs=2"
+        );
+        assert_eq!(spec.to_string().parse::<PolicySpec>().unwrap(), spec);
+        let qmd: PolicySpec = "qmd:wake_above=0.6, sleep_epochs=10".parse().unwrap();
+        assert_eq!(
+            qmd,
+            PolicySpec::Utilization(UtilizationParams {
+                wake_above: 0.6,
+                sleep_epochs: 10,
+                ..UtilizationParams::default()
+            })
+        );
+        assert_eq!(qmd.manager(48).tick_every(), Some(1.0));
+        for bad in [
+            "utilization:epoch_s=0",
+            "utilization:epoch_s=nan",
+            "utilization:sleep_below=0.3",
+            "utilization:wake_above=2",
+            "utilization:sleep_epochs=0",
+            "utilization:wake_epochs=-1",
+            "utilization:colour=blue",
+            "utilization:epoch_s",
+        ] {
+            assert!(bad.parse::<PolicySpec>().is_err(), "{bad}");
+        }
+        let long = format!("utilization:{}", "epoch_s=1,".repeat(40));
+        assert!(long.parse::<PolicySpec>().is_err());
+    }
+}

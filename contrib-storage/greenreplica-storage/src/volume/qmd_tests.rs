@@ -1,0 +1,178 @@
+//! QMD on the engine: with the second disks asleep, writes land on the active disks and the
+//! flash member and the second disks stay asleep; reads return the last write (from flash
+//! or the active disk); once a second disk is woken (utilization rose), the volume's ticks
+//! write its buffered runs back until the pair is equal again.
+
+use std::sync::Arc;
+
+use super::tests::{data_of, memory_volume};
+use crate::clock::{Clock, VirtualClock};
+use crate::layout::LayoutKind;
+use crate::policy::PolicySpec;
+use crate::power_manager::WakeCause;
+use crate::power_state::PowerState;
+use crate::sync::lock;
+use crate::synth::Rng;
+
+const CHUNK: u64 = 16384;
+
+#[test]
+fn sleeping_second_disks_stay_asleep_through_writes_and_catch_up_when_woken() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    // The second disks (odd members) sleep after a second idle; the flash (4) stays up.
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    let asleep = |m: usize| lock(&v.slots[m].drive).state() == PowerState::Standby;
+    assert!(asleep(1) && asleep(3));
+    let cap = v.capacity();
+    let mut model = vec![0u8; cap as usize];
+    let mut rng = Rng(0x9d);
+    // About 400 KB of writes: under the 80 % fill threshold of the 1 MiB flash member, so
+    // nothing forces a write-back.
+    for step in 0..150 {
+        let len = 4096;
+        let offset = (rng.next() % ((cap - len) / 4096)) * 4096;
+        if step % 3 == 0 {
+            let mut buf = vec![0u8; len as usize];
+            v.read(offset, &mut buf).unwrap();
+            assert!(
+                buf == model[offset as usize..(offset + len) as usize],
+                "step {step}"
+            );
+        } else {
+            let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            v.write(offset, &data).unwrap();
+            model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+        }
+        clock.advance_to(5.0 + step as f64 * 0.01);
+        v.tick();
+    }
+    assert!(
+        asleep(1) && asleep(3),
+        "no foreground I/O woke a second disk"
+    );
+    assert!(
+        data_of(&stores[4]).iter().any(|&b| b != 0),
+        "the flash buffer took writes"
+    );
+    assert!(
+        data_of(&stores[0]) != data_of(&stores[1]),
+        "the sleeping copy is stale"
+    );
+    // Utilization rose: the policy wakes the second disks; ticks flush K runs each.
+    for m in [1, 3] {
+        lock(&v.slots[m].drive).wake_for(clock.now(), WakeCause::Policy);
+    }
+    let mut t = clock.now();
+    for _ in 0..20_000 {
+        t += 0.05;
+        clock.advance_to(t);
+        v.tick();
+        if data_of(&stores[0]) == data_of(&stores[1]) && data_of(&stores[2]) == data_of(&stores[3])
+        {
+            break;
+        }
+    }
+    let member_bytes = v.layout().member_data_bytes() as usize;
+    for pair in [0, 2] {
+        assert!(
+            data_of(&stores[pair])[..member_bytes] == data_of(&stores[pair + 1])[..member_bytes],
+            "pair {} caught up",
+            pair / 2
+        );
+    }
+    for offset in (0..cap).step_by(64 << 10) {
+        let len = (64 << 10).min(cap - offset);
+        let mut buf = vec![0u8; len as usize];
+        v.read(offset, &mut buf).unwrap();
+        assert!(buf == model[offset as usize..(offset + len) as usize]);
+    }
+}
+
+/// The utilization policy on a QMD volume: quiet epochs put the second disks to sleep
+/// (writes meanwhile go through the flash buffer), a burst of reads over two epochs wakes
+/// them, and the ticks then write the buffer back.
+#[test]
+fn utilization_epochs_sleep_and_wake_the_second_disks() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let mut t = 0.0;
+    let step = |t: &mut f64, dt: f64| {
+        *t += dt;
+        clock.advance_to(*t);
+        v.tick();
+    };
+    // Quiet: a few writes a second.
+    let mut rng = Rng(3);
+    let cap = v.capacity();
+    for _ in 0..100 {
+        let offset = (rng.next() % (cap / 4096)) * 4096;
+        v.write(offset, &[7u8; 4096]).unwrap();
+        step(&mut t, 0.1);
+    }
+    assert_eq!(state(1), PowerState::Standby, "the second disk sleeps");
+    assert_eq!(state(0), PowerState::Idle, "the active disk stays up");
+    assert!(
+        data_of(&stores[2]).iter().any(|&b| b != 0),
+        "writes were buffered"
+    );
+    let buffered = data_of(&stores[0]) != data_of(&stores[1]);
+    assert!(buffered);
+    // Busy: reads keep the active disk over 25 % of each epoch.
+    let mut woke = false;
+    for _ in 0..40 {
+        for _ in 0..400 {
+            let offset = (rng.next() % (cap / 65536)) * 65536;
+            let mut buf = vec![0u8; 65536];
+            v.read(offset, &mut buf).unwrap();
+        }
+        step(&mut t, 0.1);
+        woke |= matches!(
+            state(1),
+            PowerState::SpinningUp | PowerState::Idle | PowerState::Active
+        );
+    }
+    assert!(woke, "two busy epochs woke the second disk");
+    for _ in 0..2000 {
+        step(&mut t, 0.05);
+        if data_of(&stores[0]) == data_of(&stores[1]) {
+            break;
+        }
+    }
+    assert!(
+        data_of(&stores[0]) == data_of(&stores[1]),
+        "flushed once awake"
+    );
+}
+
+/// "Is this range asleep?": reads served by the active disk or the flash need no spin-up;
+/// without the active disk they need the sleeping second disk, and the answer says so.
+#[test]
+fn a_range_is_asleep_only_when_its_read_needs_a_sleeping_member() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    v.write(0, &[5u8; 8192]).unwrap();
+    let buffered = v.range_asleep(0, 8192).unwrap();
+    assert_eq!((buffered.members, buffered.asleep), (vec![2], vec![]));
+    let plain = v.range_asleep(65536, 4096).unwrap();
+    assert_eq!((plain.members, plain.asleep), (vec![0], vec![]));
+    assert_eq!(plain.ready_in_s, 0.0);
+    v.fail_member(0, "test: active disk lost");
+    let degraded = v.range_asleep(65536, 4096).unwrap();
+    assert_eq!((degraded.members, degraded.asleep), (vec![1], vec![1]));
+    assert!(degraded.ready_in_s > 0.0, "{}", degraded.ready_in_s);
+    // The buffered bytes still come from flash without waking anything.
+    assert_eq!(v.range_asleep(0, 8192).unwrap().asleep, Vec::<usize>::new());
+    assert!(v.range_asleep(v.capacity(), 1).is_err());
+    assert!(v.range_asleep(u64::MAX, 2).is_err());
+}
