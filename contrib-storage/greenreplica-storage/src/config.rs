@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::layout::LayoutKind;
+use crate::layout::{LayoutKind, LayoutOptions};
 use crate::member::MemberKind;
 use crate::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use crate::profile::DriveProfile;
@@ -202,6 +202,10 @@ pub struct VolumeConfig {
     /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
     #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
+    /// Options of the logged layouts (graid, rolo-*): log share, rotation and pre-wake fill,
+    /// zebra width.
+    #[serde(default)]
+    pub layout_options: LayoutOptions,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
     #[serde(default = "default_budget")]
@@ -235,6 +239,10 @@ pub struct TemplateConfig {
     /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
     #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
+    /// Options of the logged layouts (graid, rolo-*): log share, rotation and pre-wake fill,
+    /// zebra width.
+    #[serde(default)]
+    pub layout_options: LayoutOptions,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
     #[serde(default = "default_budget")]
@@ -370,6 +378,9 @@ impl Config {
                 vol.stripe_unit,
                 vol.rebuild_mb_s,
             )?;
+            if let Err(p) = vol.layout_options.check(vol.layout) {
+                return Err(self.invalid(key(p.key), p.problem));
+            }
             self.check_integrity(
                 &key,
                 vol.rebuild_mb_s,
@@ -463,6 +474,9 @@ impl Config {
                 tpl.stripe_unit,
                 tpl.rebuild_mb_s,
             )?;
+            if let Err(p) = tpl.layout_options.check(tpl.layout) {
+                return Err(self.invalid(key(p.key), p.problem));
+            }
             self.check_integrity(
                 &key,
                 tpl.rebuild_mb_s,

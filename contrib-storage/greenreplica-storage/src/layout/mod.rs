@@ -21,8 +21,8 @@ use thiserror::Error;
 pub use ido::Ido;
 pub use raid10::Raid10;
 pub use raid56::Raid56;
-pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
-pub use rolo::{Flavour as RoloFlavour, Rolo};
+pub use registry::{build, build_with, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
+pub use rolo::{seek_distance, Flavour as RoloFlavour, LayoutOptions, Rolo};
 pub use single::Single;
 pub use zone_table::ZoneTable;
 
@@ -339,6 +339,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
         Ok(Plan::default())
+    }
+
+    /// Members the layout will send I/O to soon and wants spinning by then (RoLo's next
+    /// logger, woken at its pre-wake fill); each is handed out once. The engine wakes those
+    /// asleep through the power manager's wake path.
+    fn prewake(&self) -> Vec<usize> {
+        Vec::new()
     }
 
     /// The standby's hint: these volume extents (offset, len) are about to be read

@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Ido, LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
+use super::{
+    Ido, LayoutError, LayoutOptions, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single,
+};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
@@ -18,6 +20,8 @@ pub struct Shape {
     pub member_bytes: u64,
     /// `stripe_unit` (alias `chunk_size`) of the configuration.
     pub chunk: u64,
+    /// `[volume.layout_options]` (the logged layouts' log share, thresholds, zebra).
+    pub options: LayoutOptions,
 }
 
 /// A shape the layout refuses, with the configuration key to blame.
@@ -100,6 +104,25 @@ pub static REGISTRY: &[Registration] = &[
         check: Raid56::check6,
         build: |s| Ok(Box::new(Ido::new(Level::Raid6, s)?)),
     },
+    // RoLo flavours (issue 15): three copies; only the on-duty pair active; the zebra.
+    Registration {
+        name: "rolo-r",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloR, s)?)),
+    },
+    Registration {
+        name: "rolo-e",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloE, s)?)),
+    },
+    Registration {
+        name: "rolo-s",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloS, s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -113,6 +136,9 @@ impl LayoutKind {
     pub const RAID6: LayoutKind = LayoutKind(&REGISTRY[3]);
     pub const GRAID: LayoutKind = LayoutKind(&REGISTRY[4]);
     pub const ROLO_P: LayoutKind = LayoutKind(&REGISTRY[5]);
+    pub const ROLO_R: LayoutKind = LayoutKind(&REGISTRY[8]);
+    pub const ROLO_E: LayoutKind = LayoutKind(&REGISTRY[9]);
+    pub const ROLO_S: LayoutKind = LayoutKind(&REGISTRY[10]);
 
     pub fn name(self) -> &'static str {
         self.0.name
@@ -147,10 +173,28 @@ pub fn build(
     member_bytes: u64,
     chunk: u64,
 ) -> Result<Box<dyn Personality>, LayoutError> {
+    build_with(
+        kind,
+        members,
+        member_bytes,
+        chunk,
+        &LayoutOptions::default(),
+    )
+}
+
+/// Build a layout with its `[volume.layout_options]`.
+pub fn build_with(
+    kind: LayoutKind,
+    members: usize,
+    member_bytes: u64,
+    chunk: u64,
+    options: &LayoutOptions,
+) -> Result<Box<dyn Personality>, LayoutError> {
     (kind.0.build)(&Shape {
         members,
         member_bytes,
         chunk,
+        options: *options,
     })
 }
 

@@ -5,7 +5,7 @@
 //! sends an off-duty mirror no I/O, so it stays asleep until its duty or a destage wakes it.
 
 use crate::clock::Seconds;
-use crate::power_manager::{ArrayView, PowerManager, SleepGrant};
+use crate::power_manager::{ArrayView, PowerManager, SleepGrant, WakeCause};
 
 #[derive(Debug)]
 pub struct Mirrors {
@@ -26,6 +26,21 @@ impl PowerManager for Mirrors {
 
     fn spin_down_at(&self, member: usize, idle_since: Seconds) -> Option<Seconds> {
         Self::sleeps(member).then_some(idle_since + self.timeout_s)
+    }
+
+    /// A hinted wake (a client's hint, a layout's pre-wake of its next logger) spins up only
+    /// the members named; a plain wake, every live one.
+    fn decide_wake(&self, view: &ArrayView) -> (Vec<usize>, WakeCause) {
+        match &view.hinted {
+            Some(members) => (
+                view.live()
+                    .map(|m| m.index)
+                    .filter(|i| members.contains(i))
+                    .collect(),
+                WakeCause::Hint,
+            ),
+            None => (view.live().map(|m| m.index).collect(), WakeCause::Request),
+        }
     }
 
     fn decide_sleep(&self, _: &ArrayView, _: Option<f64>) -> Result<Vec<SleepGrant>, String> {

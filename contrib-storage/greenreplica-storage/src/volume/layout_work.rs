@@ -46,6 +46,7 @@ impl Volume {
             // Nothing to make durable: what the personality freed may be reused now.
             self.layout.committed();
         }
+        self.layout_prewake();
         let mut moved = 0;
         while moved < BYTES_PER_TICK {
             let before = self.layout.next_wakeup(self.clock.now());
