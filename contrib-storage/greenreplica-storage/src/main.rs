@@ -180,6 +180,9 @@ enum Command {
         members: Option<usize>,
         #[arg(long, default_value_t = 65536)]
         stripe_unit: u64,
+        /// Options of the logged layouts (graid, rolo-*).
+        #[command(flatten)]
+        layout_options: greenreplica_storage::layout::LayoutOptions,
         /// Only replay requests of this DiskNumber (0 = volume rows of an agent recording).
         #[arg(long)]
         disk: Option<u32>,
@@ -389,6 +392,7 @@ fn run(cli: Cli) -> Result<()> {
             layout,
             members,
             stripe_unit,
+            layout_options,
             disk,
             start_stop_budget,
             queue_depth,
@@ -402,6 +406,7 @@ fn run(cli: Cli) -> Result<()> {
                 layout,
                 members,
                 stripe_unit,
+                layout_options,
                 disk,
                 start_stop_budget_per_day: start_stop_budget,
                 queue_depth,

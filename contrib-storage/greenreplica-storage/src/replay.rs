@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::clock::VirtualClock;
 use crate::drive::Drive;
 use crate::latency::{ResponseSummary, Samples};
-use crate::layout::{self, LayoutKind};
+use crate::layout::{self, LayoutKind, LayoutOptions};
 use crate::ledger::{Ledger, PerState};
 use crate::policy::PolicySpec;
 use crate::profile::{DriveProfile, SchedulerKind};
@@ -26,6 +26,8 @@ pub struct ReplayOptions {
     pub layout: LayoutKind,
     pub members: usize,
     pub stripe_unit: u64,
+    /// The logged layouts' options (log share, rotation, pre-wake, zebra).
+    pub layout_options: LayoutOptions,
     /// Only replay this DiskNumber (recorded agent traces: 0 is the volume).
     pub disk: Option<u32>,
     pub start_stop_budget_per_day: u32,
@@ -95,11 +97,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let profile = Arc::new(DriveProfile::load(&opts.profile)?);
     let mode = profile.default_mode_index();
     let clock = Arc::new(VirtualClock::new());
-    let layout = layout::build(
+    let layout = layout::build_with(
         opts.layout,
         opts.members,
         profile.capacity_bytes,
         opts.stripe_unit,
+        &opts.layout_options,
     )?;
     let slots = (0..opts.members)
         .map(|_| {
@@ -220,6 +223,7 @@ mod tests {
             layout: LayoutKind::SINGLE,
             members: 1,
             stripe_unit: 65536,
+            layout_options: Default::default(),
             disk: None,
             start_stop_budget_per_day: 48,
             queue_depth: None,

@@ -348,6 +348,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// The members the layout needs spinning in their current role (RoLo: the primaries
+    /// and the on-duty logger; RoLo-E: the on-duty pair), handed to the power manager on
+    /// every tick (`PowerManager::pin`); None: no opinion.
+    fn pinned(&self) -> Option<Vec<usize>> {
+        None
+    }
+
     /// The standby's hint: these volume extents (offset, len) are about to be read
     /// (layouts that track popularity, IDO, mark them hot).
     fn hint(&self, _extents: &[(u64, u64)]) {}

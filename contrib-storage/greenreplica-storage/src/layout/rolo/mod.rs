@@ -285,38 +285,53 @@ impl Rolo {
         pieces
     }
 
-    /// The logger that takes `len` more bytes, and where in its log: the on-duty one; right
-    /// after a rotation, while the new one still spins up (its pair's destage or the
-    /// pre-wake woke it), the previous one as long as it has room. `now` is when the
-    /// writing side can serve (RoLo-E: the readiest member).
+    /// The logger that takes `len` more bytes of `pair`, and where in its log; None: write
+    /// in place. The on-duty logger; right after a rotation, while it still spins up (the
+    /// pre-wake or its pair's destage woke it), the previous one bridges as long as it has
+    /// room. A logger's own pair writes in place once that logger is up (the previous
+    /// logger is up). `now` is when the writing side can serve (RoLo-E: the readiest
+    /// member).
     fn room(
         &self,
         st: &State,
+        pair: usize,
         len: u64,
         now: Seconds,
         views: &[MemberView],
     ) -> Option<(usize, u64)> {
         let n = self.loggers.len();
         let ready = |slot: usize| views[self.loggers[slot]].ready_at <= now + 1.0;
-        let previous = (st.on_duty + n - 1) % n;
-        let candidates = if ready(st.on_duty) || previous == st.on_duty {
-            vec![st.on_duty]
+        let own = |slot: usize| self.flavour != Flavour::Graid && self.loggers[slot] / 2 == pair;
+        let on = st.on_duty;
+        let previous = (on + n - 1) % n;
+        let order = if ready(on) || previous == on {
+            vec![on]
         } else {
-            vec![previous, st.on_duty]
+            vec![previous, on]
         };
-        candidates.into_iter().find_map(|slot| {
-            self.geo
-                .log_alloc(st.heads[slot], len)
-                .map(|start| (slot, start))
-        })
+        for slot in order {
+            if own(slot) {
+                if slot == on && !ready(on) {
+                    continue;
+                }
+                return None;
+            }
+            if let Some(start) = self.geo.log_alloc(st.heads[slot], len) {
+                return Some((slot, start));
+            }
+        }
+        None
     }
 
     /// After a change: wake the next logger ahead of its duty, then rotate (RoLo) or start
     /// destaging (GRAID) when the on-duty log is full enough. (Log regions are reclaimed in
     /// `committed`.)
     fn after_change(&self, st: &mut State) {
+        // The on-duty pair keeps destaging through its duty: its writes bridged to the
+        // previous logger while its mirror spun up must leave that log before its next turn.
+        let on_duty_pair = (self.flavour != Flavour::Graid).then(|| self.loggers[st.on_duty] / 2);
         for p in 0..self.pairs {
-            if st.destaging[p] && st.index[p].is_empty() {
+            if st.destaging[p] && st.index[p].is_empty() && Some(p) != on_duty_pair {
                 st.destaging[p] = false;
             }
         }
@@ -347,7 +362,7 @@ impl Rolo {
                 st.on_duty = next;
                 st.prewoken = false;
                 let pair = self.loggers[next] / 2;
-                st.destaging[pair] = !st.index[pair].is_empty();
+                st.destaging[pair] = true;
             }
         }
         let record = duty_record(st.on_duty, &st.destaging);
@@ -472,20 +487,21 @@ impl Rolo {
             } else {
                 views[p].ready_at
             };
-            let logged = self.room(&st, len, now, views).and_then(|(slot, start)| {
-                let logger = self.loggers[slot];
-                let own_pair = self.flavour != Flavour::Graid && logger / 2 == pair;
-                if own_pair || !(primary_valid || self.energy()) {
-                    return None;
-                }
-                let log_off = self.geo.log(start);
-                let copies: Vec<usize> = self
-                    .copies(logger)
-                    .into_iter()
-                    .filter(|&c| views[c].writable && views[c].holds(log_off, len))
-                    .collect();
-                (!copies.is_empty()).then_some((slot, start, logger, log_off, copies))
-            });
+            let logged = self
+                .room(&st, pair, len, now, views)
+                .and_then(|(slot, start)| {
+                    let logger = self.loggers[slot];
+                    if !(primary_valid || self.energy()) {
+                        return None;
+                    }
+                    let log_off = self.geo.log(start);
+                    let copies: Vec<usize> = self
+                        .copies(logger)
+                        .into_iter()
+                        .filter(|&c| views[c].writable && views[c].holds(log_off, len))
+                        .collect();
+                    (!copies.is_empty()).then_some((slot, start, logger, log_off, copies))
+                });
             match logged {
                 Some((slot, start, logger, log_off, copies)) => {
                     st.heads[slot] = start + len;
@@ -1019,6 +1035,22 @@ impl Personality for Rolo {
     fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
         let st = lock(&self.state);
         (st.destaging.iter().any(|&d| d) || !st.wake.is_empty()).then_some(now)
+    }
+
+    /// The primaries (and GRAID's log member) serve every request; the on-duty logger takes
+    /// every logged write. RoLo-E: only the on-duty pair.
+    fn pinned(&self) -> Option<Vec<usize>> {
+        let on_duty = self.loggers[lock(&self.state).on_duty];
+        let mut members: Vec<usize> = match self.flavour {
+            Flavour::RoloE => self.copies(on_duty),
+            _ => (0..self.member_count())
+                .filter(|&m| m % 2 == 0 || m == on_duty)
+                .chain(self.copies(on_duty))
+                .collect(),
+        };
+        members.sort_unstable();
+        members.dedup();
+        Some(members)
     }
 
     fn prewake(&self) -> Vec<usize> {

@@ -20,22 +20,26 @@ pub const DEFAULT_ZEBRA_MB: u64 = 64;
 /// Layouts that take options (the others refuse any).
 const LOGGED: [&str; 5] = ["graid", "rolo-p", "rolo-r", "rolo-e", "rolo-s"];
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutOptions {
     /// Share of every logging member kept for its log region (RoLo; default 0.25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[arg(long)]
     pub log_share: Option<f64>,
     /// Log fill at which the logger rotates, or GRAID destages (default 0.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[arg(long)]
     pub rotate_at: Option<f64>,
     /// Log fill at which the next logger is woken ahead of the rotation (RoLo; 0: never;
     /// default rotate_at - 0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[arg(long)]
     pub prewake_at: Option<f64>,
     /// Width in MiB of one data band plus its log band (RoLo-S; default 64 for rolo-s, or
     /// what gives 16 bands on smaller members; no zebra for the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[arg(long)]
     pub zebra_mb: Option<u64>,
 }
 
