@@ -169,3 +169,46 @@ fn an_in_place_write_to_the_primary_alone_retires_the_older_log_copy() {
         "the newest copy is the mirror's"
     );
 }
+
+/// Writes of the new on-duty pair that the previous logger takes while the new logger spins
+/// up must leave that log during the pair's duty, even after its destage had caught up:
+/// else the previous log is never empty when its turn comes back, every log fills, and writes
+/// fall back in place to sleeping mirrors.
+#[test]
+fn writes_bridged_after_the_destage_caught_up_still_go_home_during_the_duty() {
+    let l = layout(Flavour::RoloP, 4);
+    let healthy = [MemberView::healthy(0.0); 4];
+    // Pair 1 (odd volume chunks) logs to member 1 until the duty rotates to member 3.
+    let mut row = 0;
+    while lock(&l.state).on_duty == 0 {
+        let w = l
+            .plan(IoKind::Write, (2 * row + 1) * SU, SU, &healthy)
+            .unwrap();
+        l.complete(&w);
+        row += 1;
+    }
+    // Member 3 still spins up: pair 1's writes go to the previous logger.
+    let mut spinning = healthy;
+    spinning[3].ready_at = 9.6;
+    let bridged = |l: &Rolo| {
+        let w = l.plan(IoKind::Write, SU, 4096, &spinning).unwrap();
+        let head = lock(&l.state).heads[0];
+        assert_eq!(targets(&w.writes), vec![(2, 0), (1, 48 * SU + head - 4096)]);
+        l.complete(&w);
+    };
+    bridged(&l);
+    while let Some((o, n)) = l.background_work(&healthy) {
+        let plan = l.background_plan(o, n, &healthy).unwrap();
+        l.complete(&plan);
+    }
+    bridged(&l);
+    let (o, n) = l
+        .background_work(&healthy)
+        .expect("the write bridged after the destage caught up goes home too");
+    let plan = l.background_plan(o, n, &healthy).unwrap();
+    l.complete(&plan);
+    assert_eq!(lock(&l.state).live[0], 0, "the previous log is empty again");
+    l.journal_records(&Plan::default());
+    l.committed();
+    assert_eq!(lock(&l.state).heads[0], 0, "and reused from its start");
+}
