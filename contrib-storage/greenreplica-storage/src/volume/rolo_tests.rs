@@ -1,6 +1,8 @@
-//! RoLo-P on the engine: rotations, destage steps and log reclaim interleaved with reads
-//! and writes, a primary lost in the middle (its reads come from the log and the mirror)
-//! and rebuilt from them; every read returns the last write.
+//! The logged layouts on the engine: rotations, destage steps and log reclaim interleaved
+//! with reads and writes (RoLo-P, RoLo-S's zebra), a primary lost in the middle (its reads
+//! come from the log and the mirror) and rebuilt from them; a RoLo-R/E logger lost and
+//! rebuilt from its twin; the pre-wake of the next logger; the layout options' errors. Every
+//! read returns the last write.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,10 +37,19 @@ fn duty_and_logged(image: &[u8]) -> (u32, u64) {
 
 #[test]
 fn rotation_destage_and_reclaim_interleaved_with_reads_return_the_last_write() {
-    let (v, mut stores) =
-        memory_volume(LayoutKind::ROLO_P, 6, Arc::new(VirtualClock::new()), CHUNK);
+    rotate_destage_reclaim(LayoutKind::ROLO_P);
+}
+
+/// The same over RoLo-S's zebra (home and log bands interleaved on every member).
+#[test]
+fn rolo_s_rotates_destages_and_reclaims_over_its_zebra() {
+    rotate_destage_reclaim(LayoutKind::ROLO_S);
+}
+
+fn rotate_destage_reclaim(kind: LayoutKind) {
+    let (v, mut stores) = memory_volume(kind, 6, Arc::new(VirtualClock::new()), CHUNK);
     let cap = v.capacity();
-    let pool = 3 * (1 << 20) / 4; // three mirrors' log regions (a quarter of each)
+    let pool = 3 * (1 << 20) / 4; // three mirrors' log regions (a quarter of each; less with the zebra)
     let mut model = vec![0u8; cap as usize];
     let mut rng = Rng(0x5eed_0001);
     let (mut rotations, mut written, mut max_logged, mut last_duty) = (0, 0u64, 0u64, 0u32);
@@ -101,7 +112,7 @@ fn rotation_destage_and_reclaim_interleaved_with_reads_return_the_last_write() {
         }
     }
     eprintln!(
-        "rolo-p: {rotations} rotations, {written} bytes written, at most {max_logged} logged"
+        "{kind}: {rotations} rotations, {written} bytes written, at most {max_logged} logged"
     );
     assert!(rotations >= 5, "the logger rotated {rotations} times");
     assert!(
@@ -121,11 +132,19 @@ fn rotation_destage_and_reclaim_interleaved_with_reads_return_the_last_write() {
         0,
         "all destaged"
     );
-    let home = (cap / 3) as usize;
-    for pair in stores.chunks(2) {
-        let p = lock(&pair[0].bytes)[DATA_OFFSET as usize..][..home].to_vec();
-        let m = lock(&pair[1].bytes)[DATA_OFFSET as usize..][..home].to_vec();
-        assert!(p == m, "each mirror equals its primary after the destage");
+    // Home bytes found through the layout (the zebra puts them in bands).
+    let layout = v.layout();
+    for offset in (0..cap).step_by(CHUNK as usize) {
+        for (group, from, to) in layout.lock_spans(offset, CHUNK) {
+            let copy = |m: usize| {
+                lock(&stores[m].bytes)[(DATA_OFFSET + from) as usize..(DATA_OFFSET + to) as usize]
+                    .to_vec()
+            };
+            assert!(
+                copy(group) == copy(group + 1),
+                "{kind}: each mirror equals its primary after the destage"
+            );
+        }
     }
 }
 
