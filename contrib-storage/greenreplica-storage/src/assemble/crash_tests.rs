@@ -894,3 +894,36 @@ fn rolo_crash_rounds(layout: &str) {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A volume keeps the layout options it was created with (in its member headers): assembling
+/// it with others is refused with both named, before anything is written.
+#[test]
+fn a_rolo_volume_refuses_other_layout_options_than_it_was_created_with() {
+    let dir = tmp("rolo-options");
+    let mut s = spec_of(&dir, "rolo-s");
+    s.layout_options.zebra_mb = Some(1);
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    v.write(0, &block(0, 1)).unwrap();
+    v.flush().unwrap();
+    drop(v);
+    let mut other = s.clone();
+    other.layout_options.zebra_mb = Some(2);
+    let e = assemble(&other, Arc::new(VirtualClock::new()), &dir, &runner())
+        .err()
+        .expect("other options refused")
+        .to_string();
+    assert!(
+        e.contains("layout options") && e.contains("zebra_mb"),
+        "{e}"
+    );
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    let mut buf = vec![0u8; BLOCK as usize];
+    v.read(0, &mut buf).unwrap();
+    assert_eq!(
+        version_of(0, &buf),
+        Some(1),
+        "the same options assemble it again"
+    );
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}
