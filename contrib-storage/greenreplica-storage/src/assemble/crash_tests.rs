@@ -908,10 +908,10 @@ fn a_rolo_volume_refuses_other_layout_options_than_it_was_created_with() {
     drop(v);
     let mut other = s.clone();
     other.layout_options.zebra_mb = Some(2);
-    let e = assemble(&other, Arc::new(VirtualClock::new()), &dir, &runner())
-        .err()
-        .expect("other options refused")
-        .to_string();
+    let Err(e) = assemble(&other, Arc::new(VirtualClock::new()), &dir, &runner()) else {
+        panic!("other layout options were accepted");
+    };
+    let e = format!("{e:#}");
     assert!(
         e.contains("layout options") && e.contains("zebra_mb"),
         "{e}"
