@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::config::{MemberConfig, Size, TemplateConfig, VolumeConfig};
 use crate::drive::Drive;
 use crate::journal::meta::{EngineState, JournaledHealth, MetaJournal};
-use crate::layout::{self, LayoutKind};
+use crate::layout::{self, LayoutKind, LayoutOptions};
 use crate::ledger_store;
 use crate::member::{BlockDevice, CommandRunner, FaultyMember, FileMember, Member, MemberKind};
 use crate::policy::PolicySpec;
@@ -40,6 +40,7 @@ pub struct VolumeSpec {
     pub name: String,
     pub layout: LayoutKind,
     pub stripe_unit: u64,
+    pub layout_options: LayoutOptions,
     pub policy: PolicySpec,
     pub start_stop_budget_per_day: u32,
     pub rebuild_mb_s: f64,
@@ -140,6 +141,7 @@ impl VolumeSpec {
             name: v.name.clone(),
             layout: v.layout,
             stripe_unit: v.stripe_unit,
+            layout_options: v.layout_options.clone(),
             policy: v.policy.clone(),
             start_stop_budget_per_day: v.start_stop_budget_per_day,
             rebuild_mb_s: v.rebuild_mb_s,
@@ -163,6 +165,7 @@ impl VolumeSpec {
             name: name.to_string(),
             layout: t.layout,
             stripe_unit: t.stripe_unit,
+            layout_options: t.layout_options.clone(),
             policy: t.policy.clone(),
             start_stop_budget_per_day: t.start_stop_budget_per_day,
             rebuild_mb_s: t.rebuild_mb_s,
@@ -253,11 +256,12 @@ pub fn assemble_stores(
     if smallest <= DATA_OFFSET {
         bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
     }
-    let layout = layout::build(
+    let layout = layout::build_with(
         spec.layout,
         spec.members.len(),
         smallest - DATA_OFFSET,
         spec.stripe_unit,
+        &spec.layout_options,
     )
     .with_context(|| format!("volume {name}"))?;
     assemble_layout(spec, clock, state_dir, stores, layout)
@@ -313,6 +317,7 @@ pub(crate) fn assemble_layout(
                 members: spec.members.len(),
                 member_index: 0,
                 stripe_unit: layout.stripe_unit(),
+                layout_options: spec.layout_options.clone(),
                 member_data_bytes: layout.member_data_bytes(),
                 generation: 1,
                 formatted: false,
@@ -339,6 +344,12 @@ pub(crate) fn assemble_layout(
                 bail!(
                     "volume {name}: the members were created as {} with {} members and stripe unit {}, but the configuration says {} with {} and {}",
                     reference.layout, reference.members, reference.stripe_unit, spec.layout, spec.members.len(), layout.stripe_unit()
+                );
+            }
+            if reference.layout_options != spec.layout_options {
+                bail!(
+                    "volume {name}: the members were created with layout options {:?}, but the configuration says {:?}",
+                    reference.layout_options, spec.layout_options
                 );
             }
             if reference.member_data_bytes != layout.member_data_bytes() {
@@ -594,6 +605,7 @@ mod tests {
                 LayoutKind::RAID10
             },
             stripe_unit: 65536,
+            layout_options: Default::default(),
             policy: PolicySpec::AlwaysOn,
             start_stop_budget_per_day: 48,
             rebuild_mb_s: 100.0,

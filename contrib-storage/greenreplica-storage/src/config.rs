@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::layout::LayoutKind;
+use crate::layout::{LayoutKind, LayoutOptions};
 use crate::member::MemberKind;
 use crate::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use crate::profile::DriveProfile;
@@ -205,6 +205,10 @@ pub struct VolumeConfig {
     /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
     #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
+    /// Options of the logged layouts (graid, rolo-*): log share, rotation and pre-wake fill,
+    /// zebra width.
+    #[serde(default)]
+    pub layout_options: LayoutOptions,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
     #[serde(default = "default_budget")]
@@ -238,6 +242,10 @@ pub struct TemplateConfig {
     /// Chunk size of striped layouts (`chunk_size` is the same key, MD's name for it).
     #[serde(default = "default_stripe_unit", alias = "chunk_size")]
     pub stripe_unit: u64,
+    /// Options of the logged layouts (graid, rolo-*): log share, rotation and pre-wake fill,
+    /// zebra width.
+    #[serde(default)]
+    pub layout_options: LayoutOptions,
     #[serde(default = "default_policy")]
     pub policy: PolicySpec,
     #[serde(default = "default_budget")]
@@ -373,6 +381,19 @@ impl Config {
                 vol.stripe_unit,
                 vol.rebuild_mb_s,
             )?;
+            let smallest = vol
+                .members
+                .iter()
+                .filter_map(|m| m.size.as_ref().and_then(|s| s.bytes().ok()))
+                .min();
+            self.check_layout_options(
+                &key,
+                vol.layout,
+                vol.members.len(),
+                smallest,
+                vol.stripe_unit,
+                &vol.layout_options,
+            )?;
             self.check_integrity(
                 &key,
                 vol.rebuild_mb_s,
@@ -466,6 +487,14 @@ impl Config {
                 tpl.stripe_unit,
                 tpl.rebuild_mb_s,
             )?;
+            self.check_layout_options(
+                &key,
+                tpl.layout,
+                tpl.members,
+                tpl.member_size.bytes().ok(),
+                tpl.stripe_unit,
+                &tpl.layout_options,
+            )?;
             self.check_integrity(
                 &key,
                 tpl.rebuild_mb_s,
@@ -507,6 +536,37 @@ impl Config {
             return Err(self.invalid(key("rebuild_mb_s"), "must be > 0"));
         }
         Ok(())
+    }
+
+    /// `[volume.layout_options]`: a layout built for the check (members of the configured
+    /// size, or 1 GiB where a device decides) takes or refuses each key, naming it.
+    fn check_layout_options(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        layout: LayoutKind,
+        members: usize,
+        member_bytes: Option<u64>,
+        stripe_unit: u64,
+        options: &LayoutOptions,
+    ) -> Result<(), ConfigError> {
+        if options.is_empty() {
+            return Ok(());
+        }
+        let member_bytes = member_bytes.unwrap_or(1 << 30);
+        crate::layout::build_with(layout, members, member_bytes, stripe_unit, options)
+            .map(|_| ())
+            .map_err(|e| {
+                let text = e.to_string();
+                let blamed = options
+                    .iter()
+                    .map(|(k, _)| k)
+                    .find(|k| text.contains(&format!("layout_options.{k}")));
+                let at = blamed.map_or_else(
+                    || "layout_options".to_string(),
+                    |k| format!("layout_options.{k}"),
+                );
+                self.invalid(key(&at), text)
+            })
     }
 
     fn check_integrity(

@@ -237,8 +237,9 @@ enum Command {
         /// Profile of the layout's flash member (QMD's write buffer; default: --profile).
         #[arg(long)]
         flash_profile: Option<String>,
-        /// A layout option KEY=VALUE (QMD: k, fill_threshold, buffer_bytes, extent_bytes);
-        /// repeatable.
+        /// A layout option KEY=VALUE, as in `[volume.layout_options]` (RoLo: log_share,
+        /// rotate_at, prewake_at, zebra_mb; QMD: k, fill_threshold, buffer_bytes,
+        /// extent_bytes; IDO: rebuild, zone_size); repeatable.
         #[arg(long = "layout-option")]
         layout_options: Vec<String>,
     },
@@ -489,7 +490,10 @@ fn run(cli: Cli) -> Result<()> {
                 queue_depth,
                 scheduler,
                 flash_profile,
-                layout_options,
+                layout_options: greenreplica_storage::layout::LayoutOptions::parse_args(
+                    &layout_options,
+                )
+                .map_err(anyhow::Error::msg)?,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

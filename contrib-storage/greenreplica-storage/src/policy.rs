@@ -38,7 +38,8 @@ pub enum PolicySpec {
     Cooperative {
         fallback_timeout_s: f64,
     },
-    /// Logged mirrors (graid, rolo-p): primaries stay up, mirrors sleep after SECONDS idle.
+    /// Logged mirrors (graid, rolo-*): the members the layout pins (primaries, the on-duty
+    /// logger) stay up, the others sleep after SECONDS idle.
     Mirrors {
         timeout_s: f64,
     },
@@ -119,7 +120,7 @@ impl PolicySpec {
                 fallback_timeout_s,
                 start_stop_budget_per_day,
             )),
-            PolicySpec::Mirrors { timeout_s } => Box::new(Mirrors { timeout_s }),
+            PolicySpec::Mirrors { timeout_s } => Box::new(Mirrors::new(timeout_s)),
             PolicySpec::Utilization(p) => Box::new(Utilization::new(p)),
         }
     }

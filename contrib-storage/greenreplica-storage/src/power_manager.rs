@@ -118,6 +118,10 @@ pub trait PowerManager: Send + fmt::Debug {
     /// The member began to spin down at `at`.
     fn note_spin_down(&mut self, _member: usize, _at: Seconds) {}
 
+    /// The layout's members that must stay spinning in their current role (RoLo's
+    /// on-duty logger); told on every volume tick. Managers that follow the layout honour it.
+    fn pin(&mut self, _members: &[usize]) {}
+
     /// How often the manager wants `on_tick` (None: never; today's policies decide only on
     /// idle time and client requests). It runs on the first volume tick at least this long
     /// after the last run.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::clock::VirtualClock;
 use crate::drive::Drive;
 use crate::latency::{ResponseSummary, Samples};
-use crate::layout::{self, LayoutKind};
+use crate::layout::{self, LayoutKind, LayoutOptions};
 use crate::ledger::{Ledger, PerState};
 use crate::policy::PolicySpec;
 use crate::profile::{DriveProfile, SchedulerKind};
@@ -34,8 +34,8 @@ pub struct ReplayOptions {
     pub scheduler: Option<SchedulerKind>,
     /// Profile of members whose role is Flash (QMD's buffer); None: `profile`.
     pub flash_profile: Option<String>,
-    /// Layout options, `KEY=VALUE` (`Personality::set_option`).
-    pub layout_options: Vec<String>,
+    /// `[volume.layout_options]` of the replayed volume (`--layout-option KEY=VALUE`).
+    pub layout_options: LayoutOptions,
 }
 
 #[derive(Debug, Serialize)]
@@ -99,20 +99,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let profile = Arc::new(DriveProfile::load(&opts.profile)?);
     let mode = profile.default_mode_index();
     let clock = Arc::new(VirtualClock::new());
-    let layout = layout::build(
+    let layout = layout::build_with(
         opts.layout,
         opts.members,
         profile.capacity_bytes,
         opts.stripe_unit,
+        &opts.layout_options,
     )?;
-    for option in &opts.layout_options {
-        let (key, value) = option
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("layout option {option:?} is not KEY=VALUE"))?;
-        layout
-            .set_option(key.trim(), value.trim())
-            .map_err(anyhow::Error::msg)?;
-    }
     let flash = match &opts.flash_profile {
         Some(name) => Arc::new(DriveProfile::load(name)?),
         None => profile.clone(),
@@ -242,12 +235,12 @@ mod tests {
             layout: LayoutKind::SINGLE,
             members: 1,
             stripe_unit: 65536,
+            layout_options: Default::default(),
             disk: None,
             start_stop_budget_per_day: 48,
             queue_depth: None,
             scheduler: None,
             flash_profile: None,
-            layout_options: Vec::new(),
         }
     }
 

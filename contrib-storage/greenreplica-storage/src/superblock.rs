@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::layout::LayoutKind;
+use crate::layout::{LayoutKind, LayoutOptions};
 use crate::member::Member;
 
 /// Member bytes reserved for the header; data starts here.
@@ -49,6 +49,9 @@ pub struct Superblock {
     pub members: usize,
     pub member_index: usize,
     pub stripe_unit: u64,
+    /// The logged layouts' options the volume was created with (absent: the defaults).
+    #[serde(default, skip_serializing_if = "LayoutOptions::is_empty")]
+    pub layout_options: LayoutOptions,
     pub member_data_bytes: u64,
     /// Bumped on every membership change, so a member that missed one is recognised as stale.
     pub generation: u64,
@@ -156,6 +159,7 @@ mod tests {
             members: 2,
             member_index: 1,
             stripe_unit: 65536,
+            layout_options: Default::default(),
             member_data_bytes: 3 << 20,
             generation: 3,
             formatted: true,

@@ -45,6 +45,7 @@ fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
     let (layout, members) = match layout {
         "raid5" => (LayoutKind::RAID5, 3),
         "rolo-p" => (LayoutKind::ROLO_P, 4),
+        "rolo-r" | "rolo-e" | "rolo-s" => (layout.parse().unwrap(), 4),
         "raid5-ido" => ("raid5-ido".parse().unwrap(), 3),
         _ => (LayoutKind::RAID10, 2),
     };
@@ -52,6 +53,7 @@ fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
         name: "crash".into(),
         layout,
         stripe_unit: 65536,
+        layout_options: Default::default(),
         policy: PolicySpec::AlwaysOn,
         start_stop_budget_per_day: 48,
         rebuild_mb_s: 100.0,
@@ -804,8 +806,21 @@ fn a_journal_of_another_volume_or_an_old_volume_without_one_is_not_used() {
 /// then rebuilt from the same index.
 #[test]
 fn a_rolo_log_index_comes_back_after_a_crash_and_serves_every_read_without_the_primaries() {
-    let dir = tmp("rolo");
-    let s = spec_of(&dir, "rolo-p");
+    rolo_crash_rounds("rolo-p");
+}
+
+/// The same for the flavours of issue 15: RoLo-R (twin log copies), RoLo-E (logged writes
+/// skip their primary; every read goes through the index), RoLo-S (the zebra).
+#[test]
+fn every_rolo_flavour_serves_every_read_after_crashes_without_the_primaries() {
+    for layout in ["rolo-r", "rolo-e", "rolo-s"] {
+        rolo_crash_rounds(layout);
+    }
+}
+
+fn rolo_crash_rounds(layout: &str) {
+    let dir = tmp(layout);
+    let s = spec_of(&dir, layout);
     let mut rng = Rng(0x5eed_e015);
     let mut model = Model::new();
     let mut version = 0;
@@ -838,8 +853,13 @@ fn a_rolo_log_index_comes_back_after_a_crash_and_serves_every_read_without_the_p
                     .layout()
                     .plan(IoKind::Read, offset(b), BLOCK, &lost)
                     .unwrap();
-                logged_reads +=
-                    usize::from(plan.reads.iter().any(|io| io.member_offset >= 6 << 20));
+                let reserved = v.layout().reserved();
+                logged_reads += usize::from(plan.reads.iter().any(|io| {
+                    reserved.iter().any(|r| {
+                        r.member == io.member
+                            && (r.start..r.start + r.len).contains(&io.member_offset)
+                    })
+                }));
                 model.acked[b] = got;
                 model.since[b].clear();
             }
@@ -868,10 +888,43 @@ fn a_rolo_log_index_comes_back_after_a_crash_and_serves_every_read_without_the_p
         }
         drop(v); // a crash: no clean stop, nothing flushed
     }
-    eprintln!("rolo-p: {logged_reads} block reads served from the log after crashes");
+    eprintln!("{layout}: {logged_reads} block reads served from the log after crashes");
     assert!(
         logged_reads > 0,
         "no read came from the log: the test proved nothing"
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A volume keeps the layout options it was created with (in its member headers): assembling
+/// it with others is refused with both named, before anything is written.
+#[test]
+fn a_rolo_volume_refuses_other_layout_options_than_it_was_created_with() {
+    let dir = tmp("rolo-options");
+    let mut s = spec_of(&dir, "rolo-s");
+    s.layout_options = LayoutOptions::parse_args(&["zebra_mb=1".into()]).unwrap();
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    v.write(0, &block(0, 1)).unwrap();
+    v.flush().unwrap();
+    drop(v);
+    let mut other = s.clone();
+    other.layout_options = LayoutOptions::parse_args(&["zebra_mb=2".into()]).unwrap();
+    let Err(e) = assemble(&other, Arc::new(VirtualClock::new()), &dir, &runner()) else {
+        panic!("other layout options were accepted");
+    };
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("layout options") && e.contains("zebra_mb"),
+        "{e}"
+    );
+    let v = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner()).unwrap();
+    let mut buf = vec![0u8; BLOCK as usize];
+    v.read(0, &mut buf).unwrap();
+    assert_eq!(
+        version_of(0, &buf),
+        Some(1),
+        "the same options assemble it again"
+    );
+    drop(v);
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -19,6 +19,7 @@ fn spec(dir: &Path) -> VolumeSpec {
         name: "ido".into(),
         layout: "raid5-ido".parse().unwrap(),
         stripe_unit: 65536,
+        layout_options: Default::default(),
         policy: PolicySpec::AlwaysOn,
         start_stop_budget_per_day: 48,
         rebuild_mb_s: 100.0,

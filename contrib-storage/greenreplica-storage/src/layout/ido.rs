@@ -406,6 +406,7 @@ mod tests {
             members: 3,
             member_bytes: 1 << 20,
             chunk: 16384,
+            options: Default::default(),
         };
         Ido::with_zone_bytes(
             Level::Raid5,
@@ -495,6 +496,7 @@ mod tests {
                 members: 3,
                 member_bytes: 1 << 20,
                 chunk: 16384,
+                options: Default::default(),
             },
         )
         .unwrap();

@@ -7,6 +7,7 @@
 
 mod ido;
 mod mirror;
+mod options;
 mod qmd;
 mod raid10;
 mod raid56;
@@ -20,11 +21,12 @@ use std::fmt;
 use thiserror::Error;
 
 pub use ido::Ido;
+pub use options::LayoutOptions;
 pub use qmd::{FlushParams as QmdFlushParams, Qmd};
 pub use raid10::Raid10;
 pub use raid56::Raid56;
-pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
-pub use rolo::{Flavour as RoloFlavour, Rolo};
+pub use registry::{build, build_with, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
+pub use rolo::{seek_distance, Flavour as RoloFlavour, Rolo};
 pub use single::Single;
 pub use zone_table::ZoneTable;
 
@@ -341,6 +343,20 @@ pub trait Personality: Send + Sync + fmt::Debug {
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
         Ok(Plan::default())
+    }
+
+    /// Members the layout will send I/O to soon and wants spinning by then (RoLo's next
+    /// logger, woken at its pre-wake fill); each is handed out once. The engine wakes those
+    /// asleep through the power manager's wake path.
+    fn prewake(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// The members the layout needs spinning in their current role (RoLo: the primaries
+    /// and the on-duty logger; RoLo-E: the on-duty pair), handed to the power manager on
+    /// every tick (`PowerManager::pin`); None: no opinion.
+    fn pinned(&self) -> Option<Vec<usize>> {
+        None
     }
 
     /// The standby's hint: these volume extents (offset, len) are about to be read

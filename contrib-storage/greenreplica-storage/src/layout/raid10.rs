@@ -144,6 +144,7 @@ mod tests {
             members,
             member_bytes: bytes,
             chunk: SU,
+            options: Default::default(),
         })
         .unwrap()
     }

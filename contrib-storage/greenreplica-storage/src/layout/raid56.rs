@@ -685,6 +685,7 @@ mod tests {
             members: 4,
             member_bytes: 64 * 64 * KIB,
             chunk: 64 * KIB,
+            options: Default::default(),
         };
         match Raid56::new(Level::Raid6, &shape) {
             Ok(r) => r,

@@ -7,17 +7,22 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Ido, LayoutError, Personality, Qmd, Raid10, Raid56, Rolo, RoloFlavour, Single};
+use super::{
+    Ido, LayoutError, LayoutOptions, Personality, Qmd, Raid10, Raid56, Rolo, RoloFlavour, Single,
+};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Shape {
     pub members: usize,
     /// Usable bytes of the smallest member.
     pub member_bytes: u64,
     /// `stripe_unit` (alias `chunk_size`) of the configuration.
     pub chunk: u64,
+    /// `[volume.layout_options]`: read by constructors whose member layout depends on them
+    /// (RoLo's log share and zebra); `build_with` hands every key to `set_option` too.
+    pub options: LayoutOptions,
 }
 
 /// A shape the layout refuses, with the configuration key to blame.
@@ -107,6 +112,25 @@ pub static REGISTRY: &[Registration] = &[
         check: Qmd::check,
         build: |s| Ok(Box::new(Qmd::new(s)?)),
     },
+    // RoLo flavours (issue 15): three copies; only the on-duty pair active; the zebra.
+    Registration {
+        name: "rolo-r",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloR, s)?)),
+    },
+    Registration {
+        name: "rolo-e",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloE, s)?)),
+    },
+    Registration {
+        name: "rolo-s",
+        default_members: 4,
+        check: Rolo::check_rolo,
+        build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloS, s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -121,6 +145,9 @@ impl LayoutKind {
     pub const GRAID: LayoutKind = LayoutKind(&REGISTRY[4]);
     pub const ROLO_P: LayoutKind = LayoutKind(&REGISTRY[5]);
     pub const QMD: LayoutKind = LayoutKind(&REGISTRY[8]);
+    pub const ROLO_R: LayoutKind = LayoutKind(&REGISTRY[9]);
+    pub const ROLO_E: LayoutKind = LayoutKind(&REGISTRY[10]);
+    pub const ROLO_S: LayoutKind = LayoutKind(&REGISTRY[11]);
 
     pub fn name(self) -> &'static str {
         self.0.name
@@ -155,11 +182,40 @@ pub fn build(
     member_bytes: u64,
     chunk: u64,
 ) -> Result<Box<dyn Personality>, LayoutError> {
-    (kind.0.build)(&Shape {
+    build_with(
+        kind,
         members,
         member_bytes,
         chunk,
-    })
+        &LayoutOptions::default(),
+    )
+}
+
+/// Build a layout with its `[volume.layout_options]`: every key goes to the layout's
+/// `set_option`, which refuses the keys it does not know (naming them), so a misspelt option
+/// is an error, never silently ignored.
+pub fn build_with(
+    kind: LayoutKind,
+    members: usize,
+    member_bytes: u64,
+    chunk: u64,
+    options: &LayoutOptions,
+) -> Result<Box<dyn Personality>, LayoutError> {
+    let layout = (kind.0.build)(&Shape {
+        members,
+        member_bytes,
+        chunk,
+        options: options.clone(),
+    })?;
+    for (key, value) in options.iter() {
+        layout
+            .set_option(key, value)
+            .map_err(|problem| LayoutError::Shape {
+                layout: kind,
+                problem: format!("layout_options.{key}: {problem}"),
+            })?;
+    }
+    Ok(layout)
 }
 
 impl PartialEq for LayoutKind {

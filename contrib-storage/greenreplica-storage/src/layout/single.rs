@@ -105,6 +105,7 @@ mod tests {
             members: 1,
             member_bytes: bytes,
             chunk: 0,
+            options: Default::default(),
         })
         .unwrap()
     }

@@ -213,6 +213,27 @@ impl Run {
                     }
                 }
             }
+            "rolo-r" | "rolo-e" | "rolo-s" => {
+                // As graid and rolo-p, with the home bytes found through the layout (RoLo-S's
+                // zebra puts them in bands): after the destage both copies of every home
+                // byte are equal.
+                self.volume.drain_layout_background().unwrap();
+                let layout = self.volume.layout();
+                for offset in (0..self.volume.capacity()).step_by(CHUNK as usize) {
+                    for (group, from, to) in layout.lock_spans(offset, CHUNK) {
+                        let copy = |m: usize| {
+                            let b = lock(&self.members[m].bytes);
+                            b[(DATA_OFFSET + from) as usize..(DATA_OFFSET + to) as usize].to_vec()
+                        };
+                        assert!(
+                            copy(group) == copy(group + 1),
+                            "{}: home bytes {from}..{to} of pair {} equal after the destage",
+                            self.kind,
+                            group / 2
+                        );
+                    }
+                }
+            }
             "graid" | "rolo-p" | "qmd" => {
                 // Logged mirrors are stale by design until destaged: destage everything,
                 // then every mirror equals its primary in the home bytes.
@@ -247,6 +268,7 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid6" => vec![4, 5, 6],
         "graid" => vec![3, 5],
         "rolo-p" => vec![4, 6],
+        "rolo-r" | "rolo-e" | "rolo-s" => vec![4, 6],
         "raid5-ido" => vec![3, 4, 5],
         "raid6-ido" => vec![4, 5, 6],
         "qmd" => vec![3, 5],

@@ -46,6 +46,10 @@ impl Volume {
             // Nothing to make durable: what the personality freed may be reused now.
             self.layout.committed();
         }
+        if let Some(pinned) = self.layout.pinned() {
+            self.power.with(|c| c.manager_mut().pin(&pinned));
+        }
+        self.layout_prewake();
         let mut moved = 0;
         while moved < BYTES_PER_TICK {
             let before = self.layout.next_wakeup(self.clock.now());

@@ -162,6 +162,37 @@ impl Volume {
         Ok(self.wake_members(Some(hinted)))
     }
 
+    /// Wake the members the personality wants spinning ahead of its I/O (RoLo's next
+    /// logger) that are asleep, through the manager's wake path: it sees them as the hinted
+    /// members and decides; only those asked for are woken.
+    pub(super) fn layout_prewake(&self) {
+        let wanted = self.layout.prewake();
+        if wanted.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let view = self.power_view(now, None);
+        let asleep: Vec<usize> = wanted
+            .into_iter()
+            .filter(|&m| {
+                view.members.get(m).is_some_and(|v| {
+                    v.live && matches!(v.state, PowerState::Standby | PowerState::SpinningDown)
+                })
+            })
+            .collect();
+        if asleep.is_empty() {
+            return;
+        }
+        let view = self.power_view(now, Some(asleep.clone()));
+        let (members, cause) = self.power.with(|c| c.manager().decide_wake(&view));
+        tracing::debug!(volume = %self.name, ?asleep, ?members, ?cause, "layout pre-wake");
+        for m in members.into_iter().filter(|m| asleep.contains(m)) {
+            if let Some(slot) = self.slots.get(m) {
+                lock(&slot.drive).wake_for(now, cause);
+            }
+        }
+    }
+
     fn wake_members(&self, hinted: Option<Vec<usize>>) -> (PowerState, f64) {
         let now = self.clock.now();
         let view = self.power_view(now, hinted);

@@ -104,6 +104,7 @@ fn identity(members: usize) -> Superblock {
         members,
         member_index: 0,
         stripe_unit: 65536,
+        layout_options: Default::default(),
         member_data_bytes: (MEMBER as u64) - DATA_OFFSET,
         generation: 5,
         formatted: true,

@@ -9,6 +9,7 @@ fn qmd(members: usize) -> Qmd {
         members,
         member_bytes: MEMBER,
         chunk: SU,
+        options: Default::default(),
     })
     .unwrap()
 }
@@ -68,6 +69,7 @@ fn shapes_are_checked() {
         members: 3,
         member_bytes: MEMBER,
         chunk: SU,
+        options: Default::default(),
     };
     let bad_k = FlushParams {
         k: 0,
