@@ -572,6 +572,8 @@ mod crash_tests;
 #[cfg(test)]
 mod ido_crash_tests;
 #[cfg(test)]
+mod ido_surrogate_crash_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::VirtualClock;

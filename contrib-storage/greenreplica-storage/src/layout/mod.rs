@@ -6,6 +6,8 @@
 //! line in the registry (`registry.rs`).
 
 mod ido;
+mod ido_dmap;
+mod ido_surrogate;
 mod mirror;
 mod raid10;
 mod raid56;
@@ -19,6 +21,7 @@ use std::fmt;
 use thiserror::Error;
 
 pub use ido::Ido;
+pub use ido_surrogate::Mode as IdoMode;
 pub use raid10::Raid10;
 pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
@@ -366,6 +369,12 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// new watermark (everything below it valid).
     fn rebuilt(&self, _member: usize, offset: u64, len: u64, _watermark: u64) -> u64 {
         offset + len
+    }
+
+    /// A layout option of the volume configuration (IDO: `rebuild`, `zone_size`); layouts
+    /// without options refuse every key.
+    fn set_option(&self, key: &str, _value: &str) -> Result<(), String> {
+        Err(format!("layout {} has no option {key:?}", self.kind()))
     }
 
     /// It keeps redundancy: any single member can be lost and rebuilt.
