@@ -11,7 +11,7 @@ use greenreplica_storage::control::client;
 use greenreplica_storage::layout::LayoutKind;
 use greenreplica_storage::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use greenreplica_storage::profile::DriveProfile;
-use greenreplica_storage::replay::{replay, ReplayOptions};
+use greenreplica_storage::replay::{replay, FailureOptions, ReplayOptions};
 use greenreplica_storage::synth::{self, SynthOptions};
 use std::io::Write;
 
@@ -192,7 +192,35 @@ enum Command {
         /// fcfs | sstf | c-look | sptf (default: the profile's queue.scheduler).
         #[arg(long)]
         scheduler: Option<greenreplica_storage::profile::SchedulerKind>,
+        /// Members of this many bytes instead of the profile's capacity (scaled replays).
+        #[arg(long)]
+        member_bytes: Option<u64>,
+        /// Fail this member inside the trace (at --fail-at); a spare takes over and is rebuilt.
+        #[arg(long, requires = "fail_at")]
+        fail_member: Option<usize>,
+        /// Seconds into the trace at which --fail-member fails.
+        #[arg(long, requires = "fail_member")]
+        fail_at: Option<f64>,
+        /// Rebuild rate while user I/O moves (MD's speed_limit_min), MB/s.
+        #[arg(long, default_value_t = 1.0)]
+        rebuild_min_mb_s: f64,
+        /// Rebuild rate when the drives are idle (MD's speed_limit_max), MB/s.
+        #[arg(long, default_value_t = 100.0)]
+        rebuild_max_mb_s: f64,
+        /// Bytes a rebuild step copies.
+        #[arg(long, default_value_t = 65536)]
+        rebuild_chunk: u64,
+        /// A layout option KEY=VALUE (IDO: rebuild=ido|workout|pr, zone_size=BYTES); repeatable.
+        #[arg(long = "layout-option", value_parser = parse_key_value)]
+        layout_options: Vec<(String, String)>,
     },
+}
+
+/// `KEY=VALUE` of a repeatable option.
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
 }
 
 /// Send a request; print the reply; a reply with ok=false is an error exit.
@@ -340,6 +368,7 @@ fn run(cli: Cli) -> Result<()> {
                     busy_share,
                     idle_gap_s,
                     variable_size,
+                    hot: (0.0, 0.0),
                 },
             };
             synth::validate(&options).map_err(anyhow::Error::msg)?;
@@ -393,8 +422,24 @@ fn run(cli: Cli) -> Result<()> {
             start_stop_budget,
             queue_depth,
             scheduler,
+            member_bytes,
+            fail_member,
+            fail_at,
+            rebuild_min_mb_s,
+            rebuild_max_mb_s,
+            rebuild_chunk,
+            layout_options,
         } => {
             let members = members.unwrap_or(layout.default_members());
+            let failure = fail_member
+                .zip(fail_at)
+                .map(|(member, at_s)| FailureOptions {
+                    member,
+                    at_s,
+                    min_mb_s: rebuild_min_mb_s,
+                    max_mb_s: rebuild_max_mb_s,
+                    chunk: rebuild_chunk,
+                });
             let report = replay(&ReplayOptions {
                 trace,
                 profile,
@@ -406,6 +451,9 @@ fn run(cli: Cli) -> Result<()> {
                 start_stop_budget_per_day: start_stop_budget,
                 queue_depth,
                 scheduler,
+                member_bytes,
+                failure,
+                layout_options,
             })?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
