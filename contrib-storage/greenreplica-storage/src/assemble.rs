@@ -46,6 +46,8 @@ pub struct VolumeSpec {
     pub integrity: IntegritySettings,
     pub trace: Option<PathBuf>,
     pub members: Vec<MemberSpec>,
+    /// Set on the layout after it is built (IDO: `rebuild`, `zone_size`).
+    pub layout_options: Vec<(String, String)>,
 }
 
 fn region_or_default(size: Option<&Size>) -> Result<u64> {
@@ -151,6 +153,7 @@ impl VolumeSpec {
                 .iter()
                 .map(MemberSpec::from_config)
                 .collect::<Result<_>>()?,
+            layout_options: v.layout_options().map_err(anyhow::Error::msg)?,
         })
     }
 
@@ -168,6 +171,7 @@ impl VolumeSpec {
                 rebuild_min_mb_s: t.rebuild_min_mb_s,
                 scrub_interval_s: t.scrub_interval_hours.map(|h| h * 3600.0),
             },
+            layout_options: Vec::new(),
             trace: None,
             members: (0..t.members)
                 .map(|i| MemberSpec {
@@ -256,6 +260,12 @@ pub fn assemble_stores(
         spec.stripe_unit,
     )
     .with_context(|| format!("volume {name}"))?;
+    for (key, value) in &spec.layout_options {
+        layout
+            .set_option(key, value)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("volume {name}: layout option {key}"))?;
+    }
     assemble_layout(spec, clock, state_dir, stores, layout)
 }
 
@@ -593,6 +603,7 @@ mod tests {
             rebuild_mb_s: 100.0,
             bitmap_region: 1 << 20,
             integrity: IntegritySettings::default(),
+            layout_options: Vec::new(),
             trace: None,
             members: (0..members)
                 .map(|i| MemberSpec {

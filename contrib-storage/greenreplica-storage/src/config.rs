@@ -177,6 +177,9 @@ pub struct MemberConfig {
     /// fail until they are written (a latent sector error the disk remaps on write).
     #[serde(default)]
     pub inject_read_errors: Vec<(u64, u64)>,
+    /// What the member is for when the layout gives members roles: "surrogate" marks the
+    /// last two members of a `*-ido-s` volume (IDO's surrogate RAID1 pair).
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -217,9 +220,27 @@ pub struct VolumeConfig {
     pub bitmap_region: Option<Size>,
     /// Compare and repair the mirrors this often (default: only on request).
     pub scrub_interval_hours: Option<f64>,
+    /// IDO layouts: the reconstruction policy, "ido" (default), "workout" or "pr".
+    pub rebuild: Option<String>,
+    /// IDO layouts: zone size (3-24 MiB; default 12 MiB, less on small volumes).
+    pub zone_size: Option<Size>,
     pub export: ExportConfig,
     #[serde(rename = "member")]
     pub members: Vec<MemberConfig>,
+}
+
+impl VolumeConfig {
+    /// The layout options (`Personality::set_option`) the configuration sets.
+    pub fn layout_options(&self) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        if let Some(mode) = &self.rebuild {
+            out.push(("rebuild".to_string(), mode.clone()));
+        }
+        if let Some(size) = &self.zone_size {
+            out.push(("zone_size".to_string(), size.bytes()?.to_string()));
+        }
+        Ok(out)
+    }
 }
 
 /// A recipe for volumes that unprivileged callers create over the control socket.
@@ -390,6 +411,7 @@ impl Config {
                 ));
             }
             parse_mode(&vol.export.mode).map_err(|p| self.invalid(key("export.mode"), p))?;
+            self.check_layout_options(&key, vol)?;
             for (m, member) in vol.members.iter().enumerate() {
                 let mkey = |k: &str| key(&format!("member[{m}].{k}"));
                 if !member.path.is_absolute() {
@@ -506,6 +528,51 @@ impl Config {
         Ok(())
     }
 
+    /// IDO's keys (`rebuild`, `zone_size`) go to a layout built for the check, which says
+    /// what it refuses; `role = "surrogate"` must mark exactly the surrogate pair.
+    fn check_layout_options(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        vol: &VolumeConfig,
+    ) -> Result<(), ConfigError> {
+        let n = vol.members.len();
+        let probe = crate::layout::build(vol.layout, n, 1 << 30, vol.stripe_unit)
+            .map_err(|e| self.invalid(key("layout"), e.to_string()))?;
+        for (m, member) in vol.members.iter().enumerate() {
+            let surrogate = probe.role(m) == crate::layout::Role::Surrogate;
+            match (member.role.as_deref(), surrogate) {
+                (None, false) | (Some("surrogate"), true) => {}
+                (None, true) => {
+                    return Err(self.invalid(
+                        key(&format!("member[{m}].role")),
+                        format!(
+                            "layout {} takes its last two members as the surrogate pair:                              say role = \"surrogate\"",
+                            vol.layout
+                        ),
+                    ))
+                }
+                (Some(role), _) => {
+                    return Err(self.invalid(
+                        key(&format!("member[{m}].role")),
+                        format!(
+                            "{role:?}: only the last two members of a *-ido-s layout are \
+                             role = \"surrogate\""
+                        ),
+                    ))
+                }
+            }
+        }
+        let options = vol
+            .layout_options()
+            .map_err(|p| self.invalid(key("zone_size"), p))?;
+        for (k, value) in options {
+            probe
+                .set_option(&k, &value)
+                .map_err(|p| self.invalid(key(&k), p))?;
+        }
+        Ok(())
+    }
+
     fn check_integrity(
         &self,
         key: &dyn Fn(&str) -> String,
@@ -584,6 +651,59 @@ profile = "test-fast"
 
     fn err(text: &str) -> String {
         Config::parse(text, "test.toml").unwrap_err().to_string()
+    }
+
+    /// A `raid5-ido-s` volume: three array members, then the surrogate pair.
+    fn ido_s(extra: &str, roles: [&str; 5]) -> String {
+        let mut text = MINIMAL.split("[[volume.member]]").next().unwrap().replace(
+            "layout = \"raid10\"",
+            &format!("layout = \"raid5-ido-s\"\n{extra}"),
+        );
+        for (i, role) in roles.iter().enumerate() {
+            text.push_str(&format!(
+                "[[volume.member]]\nkind = \"file\"\npath = \"/var/lib/grs/d-{i}.img\"\n\
+                 size = \"64MiB\"\nprofile = \"test-fast\"\n{role}\n"
+            ));
+        }
+        text
+    }
+
+    #[test]
+    fn ido_surrogates_and_rebuild_options_are_checked() {
+        let sur = "role = \"surrogate\"";
+        let good = ido_s(
+            "rebuild = \"workout\"\nzone_size = \"6MiB\"",
+            ["", "", "", sur, sur],
+        );
+        let c = Config::parse(&good, "test.toml").unwrap();
+        assert_eq!(
+            c.volumes[0].layout_options().unwrap(),
+            vec![
+                ("rebuild".to_string(), "workout".to_string()),
+                ("zone_size".to_string(), (6u64 << 20).to_string())
+            ]
+        );
+        let e = err(&ido_s("", ["", "", "", "", sur]));
+        assert!(
+            e.contains("member[3].role") && e.contains("surrogate"),
+            "{e}"
+        );
+        let e = err(&ido_s("", [sur, "", "", sur, sur]));
+        assert!(e.contains("member[0].role"), "{e}");
+        let e = err(&ido_s("rebuild = \"fastest\"", ["", "", "", sur, sur]));
+        assert!(
+            e.contains("volume[0].rebuild") && e.contains("pr, workout, ido"),
+            "{e}"
+        );
+        let e = err(&ido_s("rebuild = \"vdf\"", ["", "", "", sur, sur]));
+        assert!(e.contains("not built"), "{e}");
+        let e = err(&ido_s("zone_size = \"48MiB\"", ["", "", "", sur, sur]));
+        assert!(
+            e.contains("volume[0].zone_size") && e.contains("3-24 MiB"),
+            "{e}"
+        );
+        let e = err(&MINIMAL.replace("policy = ", "rebuild = \"ido\"\npolicy = "));
+        assert!(e.contains("raid10 has no option"), "{e}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub struct SynthOptions {
     /// (otherwise every request is `request_bytes`, 4 KiB-aligned).
     pub variable_size: bool,
     /// Temporal locality (issue 17): a share `hot.1` of the random requests falls into a hot
-    /// set of `hot.0` of the volume (1 MiB blocks spread over the whole volume, so that no
+    /// set of `hot.0` of the volume (8 MiB extents spread over the whole volume, so that no
     /// address order happens to visit it first); (0, 0): uniform.
     pub hot: (f64, f64),
 }
@@ -305,7 +305,7 @@ impl Iterator for Arrivals<'_> {
 }
 
 /// Bytes of a hot-set block.
-const HOT_BLOCK: u64 = 1 << 20;
+const HOT_BLOCK: u64 = 8 << 20;
 
 /// A random request's start inside the hot set (4 KiB-aligned), or None (a uniform one).
 fn hot_start(o: &SynthOptions, rng: &mut Rng) -> Option<u64> {

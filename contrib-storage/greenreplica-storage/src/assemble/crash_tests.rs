@@ -57,6 +57,7 @@ fn spec_of(dir: &Path, layout: &str) -> VolumeSpec {
         rebuild_mb_s: 100.0,
         bitmap_region: 1 << 20,
         integrity: IntegritySettings::default(),
+        layout_options: Vec::new(),
         trace: None,
         members: (0..members)
             .map(|i| MemberSpec {

@@ -24,6 +24,7 @@ fn spec(dir: &Path) -> VolumeSpec {
         rebuild_mb_s: 100.0,
         bitmap_region: 1 << 20,
         integrity: IntegritySettings::default(),
+        layout_options: Vec::new(),
         trace: None,
         members: (0..3)
             .map(|i| MemberSpec {
