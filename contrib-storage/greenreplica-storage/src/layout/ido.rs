@@ -24,7 +24,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::ido_surrogate::{Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR};
+use super::ido_surrogate::{
+    Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
+};
 use super::mirror::{self, Copies};
 use super::zone_table::{self, Changes, ZoneTable, MIGRATED, RECONSTRUCTED};
 use super::{
@@ -312,12 +314,15 @@ impl Ido {
     /// Note whether the array is degraded; a new failure starts WorkOut's counting afresh.
     fn observe(&self, st: &mut SurState, degraded: bool) {
         if degraded && !st.degraded {
-            st.since_failure = vec![0; self.zone_count()];
+            st.since_failure.clear();
             st.queue.clear();
+            st.popular.clear();
         }
         if !degraded {
             // Migration is for the reconstruction window only.
             st.queue.clear();
+            st.popular.clear();
+            st.since_failure.clear();
         }
         st.degraded = degraded;
     }
@@ -366,17 +371,19 @@ impl Ido {
         Ok(plan)
     }
 
-    /// WorkOut counts reads only since the failure; a zone read often enough is migrated.
+    /// WorkOut counts reads only since the failure, per request; a request read often
+    /// enough is copied to the surrogate (unless part of it already lives there).
     fn count_since_failure(&self, st: &mut SurState, offset: u64, len: u64) {
-        let zones = lock(&self.zones).zones(offset, len);
-        for z in zones {
-            let Some(n) = st.since_failure.get_mut(z) else {
-                continue;
-            };
-            *n = n.saturating_add(1);
-            if *n == WORKOUT_POPULAR && !st.migrated.contains_key(&z) {
-                st.queue.push_back(z);
-            }
+        if st.since_failure.len() >= WORKOUT_TRACKED
+            && !st.since_failure.contains_key(&(offset, len))
+        {
+            return;
+        }
+        let n = st.since_failure.entry((offset, len)).or_insert(0);
+        *n = n.saturating_add(1);
+        let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+        if *n == WORKOUT_POPULAR && !redirected {
+            st.popular.push_back((offset, len));
         }
     }
 }
@@ -755,7 +762,7 @@ impl Personality for Ido {
             return None;
         }
         let st = lock(&self.sur);
-        (st.in_use() || !st.queue.is_empty()).then_some(now)
+        (st.in_use() || !st.queue.is_empty() || !st.popular.is_empty()).then_some(now)
     }
 
     /// Degraded: migrate the next queued zone. In sync again: reclaim the first redirected
@@ -771,6 +778,14 @@ impl Personality for Ido {
             if self.mode() == Mode::Pr {
                 return None;
             }
+            let room = self.member_data_bytes() / MIGRATION_SHARE_DIV;
+            if let Some(&(d, l)) = st.popular.front() {
+                if st.head + l > room || !self.surrogate_writable(views, st.head, l) {
+                    st.popular.clear();
+                    return None;
+                }
+                return Some((d, l));
+            }
             let zone_bytes = lock(&self.zones).zone_bytes();
             while let Some(&z) = st.queue.front() {
                 if st.migrated.contains_key(&z) {
@@ -778,7 +793,6 @@ impl Personality for Ido {
                     continue;
                 }
                 let (start, len) = self.zone_volume(z, zone_bytes);
-                let room = self.member_data_bytes() / MIGRATION_SHARE_DIV;
                 if len == 0 || st.head + len > room || !self.surrogate_writable(views, st.head, len)
                 {
                     st.queue.clear();
@@ -808,6 +822,25 @@ impl Personality for Ido {
         let mut st = lock(&self.sur);
         let degraded = self.degraded(views);
         self.observe(&mut st, degraded);
+        if degraded && st.popular.front() == Some(&(offset, len)) {
+            // WorkOut: copy a popular read request's bytes to the surrogate; from then on
+            // the D Map sends its reads there.
+            st.popular.pop_front();
+            let s = st.head;
+            let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+            if redirected || !self.surrogate_writable(views, s, len) {
+                return Ok(Plan::default());
+            }
+            let mut plan = self.plan_home(IoKind::Read, offset, len, views)?;
+            append(
+                &mut plan,
+                self.plan_surrogate(IoKind::Write, s, len, views)?,
+                0,
+            );
+            st.head += len;
+            st.planned.insert(s, Pending::Write(offset, len));
+            return Ok(plan);
+        }
         if degraded {
             // Migrate the zone at `offset`: read it from the array, write both copies.
             let zone_bytes = lock(&self.zones).zone_bytes();

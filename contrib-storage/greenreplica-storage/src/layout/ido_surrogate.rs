@@ -31,7 +31,8 @@ pub enum Mode {
     /// MD's default: address order, nothing redirected.
     Pr,
     /// WorkOut (Wu et al., FAST'09): address order; popularity counted only since the
-    /// failure; writes and popular zones go to the surrogate.
+    /// failure, per request; writes and popular read requests go to the surrogate (a read
+    /// request's bytes are copied there once it is popular).
     WorkOut,
     /// IDO: hot zones first (popularity tracked before the failure, and the hint), each
     /// migrated to the surrogate as it is rebuilt; writes go to the surrogate.
@@ -63,8 +64,10 @@ impl Mode {
     }
 }
 
-/// Reads of a zone since the failure that make it popular for WorkOut.
+/// Reads of a request range since the failure that make it popular for WorkOut.
 pub const WORKOUT_POPULAR: u32 = 2;
+/// Request ranges WorkOut counts at most (its table in NVRAM is bounded too).
+pub const WORKOUT_TRACKED: usize = 1 << 20;
 
 /// What a surrogate write in flight is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +92,10 @@ pub struct SurState {
     pub home: HashMap<(usize, u64), (u64, u64)>,
     /// Zones waiting to be migrated.
     pub queue: VecDeque<usize>,
-    /// Reads per zone since the failure (WorkOut).
-    pub since_failure: Vec<u32>,
+    /// WorkOut: reads per request range (offset, len) since the failure, and the popular
+    /// ranges waiting to be copied to the surrogate.
+    pub since_failure: HashMap<(u64, u64), u32>,
+    pub popular: VecDeque<(u64, u64)>,
     /// The array was degraded when last seen (writes are redirected).
     pub degraded: bool,
     /// An empty background plan is clearing every migrated zone.
