@@ -43,13 +43,13 @@ def run(binary, args):
     return subprocess.run([binary, *args], check=True, capture_output=True, text=True).stdout
 
 
-def replay(a, trace, layout, members, mode, min_mb_s):
+def replay(a, trace, layout, members, mode, min_mb_s, extra=()):
     out = run(a.bin, ["replay", "--trace", str(trace), "--profile", "wd1600aajs",
                       "--policy", "always-on", "--layout", layout, "--members", str(members),
                       "--stripe-unit", "65536", "--member-bytes", str(a.member_mb * 10**6),
                       "--fail-member", "1", "--fail-at", str(a.fail_at),
                       "--rebuild-min-mb-s", str(min_mb_s), "--rebuild-max-mb-s", "200",
-                      "--layout-option", f"rebuild={mode}"])
+                      "--layout-option", f"rebuild={mode}", *extra])
     r = json.loads(out)
     rec = r["reconstruction"]
     return {
@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--seed", type=int, default=17)
     a = ap.parse_args()
     rows = []
+    zone_rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preset, iops in PRESETS.items():
             for layout, members, data in ARRAYS:
@@ -82,6 +83,15 @@ def main():
                                              "--requests", str(requests),
                                              "--volume-bytes", str(volume),
                                              "--seed", str(a.seed)]))
+                if preset == "fin2" and layout == "raid5-ido-s":
+                    # Zone size sweep (the paper tried 3-24 MB): IDO, 1 MB/s.
+                    for zone_mib in (3, 6, 12, 24):
+                        row = {"preset": preset, "layout": layout, "min_mb_s": 1,
+                               "mode": "ido", "zone_mib": zone_mib,
+                               **replay(a, trace, layout, members, "ido", 1,
+                                        ["--layout-option", f"zone_size={zone_mib << 20}"])}
+                        print(json.dumps(row), flush=True)
+                        zone_rows.append(row)
                 for min_mb_s in (1, 10):
                     for mode in MODES:
                         row = {"preset": preset, "layout": layout, "min_mb_s": min_mb_s,
@@ -128,6 +138,7 @@ def main():
         "seed": a.seed,
         "scaled": f"members of {a.member_mb} MB instead of the paper's 10 GB",
         "rows": rows,
+        "zone_size_sweep": zone_rows,
         "ratios": ratios,
         "summary": summary,
     }
