@@ -950,8 +950,7 @@ impl Personality for Ido {
                 if *end >= self.zone_span(z).1 {
                     let mut zones = lock(&self.zones);
                     zones.set_flag(z, RECONSTRUCTED);
-                    let hot = zones.popularity(z) > 0 || zones.flags(z) & zone_table::HINTED != 0;
-                    if hot {
+                    if zones.is_hot(z) {
                         finished_hot = Some(z);
                     }
                 }
