@@ -346,10 +346,19 @@ pub(crate) fn assemble_layout(
                     reference.layout, reference.members, reference.stripe_unit, spec.layout, spec.members.len(), layout.stripe_unit()
                 );
             }
-            if reference.layout_options != spec.layout_options {
+            // Options that place bytes must match what the members were written with; the
+            // others (a rebuild order, a flush budget) may change between runs.
+            let placing = |o: &LayoutOptions| {
+                o.iter()
+                    .filter(|(k, _)| layout.option_places_data(k))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            };
+            if placing(&reference.layout_options) != placing(&spec.layout_options) {
                 bail!(
                     "volume {name}: the members were created with layout options {:?}, but the configuration says {:?}",
-                    reference.layout_options, spec.layout_options
+                    placing(&reference.layout_options).join(", "),
+                    placing(&spec.layout_options).join(", ")
                 );
             }
             if reference.member_data_bytes != layout.member_data_bytes() {
@@ -588,6 +597,8 @@ fn open_write_intent(
 mod crash_tests;
 #[cfg(test)]
 mod ido_crash_tests;
+#[cfg(test)]
+mod ido_surrogate_crash_tests;
 #[cfg(test)]
 mod qmd_crash_tests;
 #[cfg(test)]

@@ -180,6 +180,9 @@ pub struct MemberConfig {
     /// fail until they are written (a latent sector error the disk remaps on write).
     #[serde(default)]
     pub inject_read_errors: Vec<(u64, u64)>,
+    /// What the member is for when the layout gives members roles: "surrogate" marks the
+    /// last two members of a `*-ido-s` volume (IDO's surrogate RAID1 pair).
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -414,6 +417,7 @@ impl Config {
                 ));
             }
             parse_mode(&vol.export.mode).map_err(|p| self.invalid(key("export.mode"), p))?;
+            self.check_member_roles(&key, vol)?;
             for (m, member) in vol.members.iter().enumerate() {
                 let mkey = |k: &str| key(&format!("member[{m}].{k}"));
                 if !member.path.is_absolute() {
@@ -569,6 +573,43 @@ impl Config {
             })
     }
 
+    /// `role = "surrogate"` must mark exactly the surrogate pair of a `*-ido-s` layout.
+    fn check_member_roles(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        vol: &VolumeConfig,
+    ) -> Result<(), ConfigError> {
+        let n = vol.members.len();
+        let probe = crate::layout::build(vol.layout, n, 1 << 30, vol.stripe_unit)
+            .map_err(|e| self.invalid(key("layout"), e.to_string()))?;
+        for (m, member) in vol.members.iter().enumerate() {
+            let surrogate = probe.role(m) == crate::layout::Role::Surrogate;
+            match (member.role.as_deref(), surrogate) {
+                (None, false) | (Some("surrogate"), true) => {}
+                (None, true) => {
+                    return Err(self.invalid(
+                        key(&format!("member[{m}].role")),
+                        format!(
+                            "layout {} takes its last two members as the surrogate pair: say \
+                             role = \"surrogate\"",
+                            vol.layout
+                        ),
+                    ))
+                }
+                (Some(role), _) => {
+                    return Err(self.invalid(
+                        key(&format!("member[{m}].role")),
+                        format!(
+                            "{role:?}: only the last two members of a *-ido-s layout are \
+                             role = \"surrogate\""
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check_integrity(
         &self,
         key: &dyn Fn(&str) -> String,
@@ -647,6 +688,64 @@ profile = "test-fast"
 
     fn err(text: &str) -> String {
         Config::parse(text, "test.toml").unwrap_err().to_string()
+    }
+
+    /// A `raid5-ido-s` volume: three array members, then the surrogate pair, and these
+    /// `[volume.layout_options]`.
+    fn ido_s(options: &str, roles: [&str; 5]) -> String {
+        let mut text = MINIMAL
+            .split("[[volume.member]]")
+            .next()
+            .unwrap()
+            .replace("layout = \"raid10\"", "layout = \"raid5-ido-s\"");
+        for (i, role) in roles.iter().enumerate() {
+            text.push_str(&format!(
+                "[[volume.member]]\nkind = \"file\"\npath = \"/var/lib/grs/d-{i}.img\"\n\
+                 size = \"64MiB\"\nprofile = \"test-fast\"\n{role}\n"
+            ));
+        }
+        if !options.is_empty() {
+            text.push_str(&format!("[volume.layout_options]\n{options}\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn ido_surrogates_and_rebuild_options_are_checked() {
+        let sur = "role = \"surrogate\"";
+        let good = ido_s(
+            "rebuild = \"workout\"\nzone_size = \"6MiB\"",
+            ["", "", "", sur, sur],
+        );
+        let c = Config::parse(&good, "test.toml").unwrap();
+        let o = &c.volumes[0].layout_options;
+        assert_eq!(
+            (o.get("rebuild"), o.get("zone_size")),
+            (Some("workout"), Some("6MiB"))
+        );
+        let e = err(&ido_s("", ["", "", "", "", sur]));
+        assert!(
+            e.contains("member[3].role") && e.contains("surrogate"),
+            "{e}"
+        );
+        let e = err(&ido_s("", [sur, "", "", sur, sur]));
+        assert!(e.contains("member[0].role"), "{e}");
+        let e = err(&ido_s("rebuild = \"fastest\"", ["", "", "", sur, sur]));
+        assert!(
+            e.contains("volume[0].layout_options.rebuild") && e.contains("pr, workout, ido"),
+            "{e}"
+        );
+        let e = err(&ido_s("rebuild = \"vdf\"", ["", "", "", sur, sur]));
+        assert!(e.contains("not built"), "{e}");
+        let e = err(&ido_s("zone_size = \"48MiB\"", ["", "", "", sur, sur]));
+        assert!(
+            e.contains("volume[0].layout_options.zone_size") && e.contains("3-24 MiB"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{MINIMAL}[volume.layout_options]\nrebuild = \"ido\"\n"
+        ));
+        assert!(e.contains("raid10 has no option"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use greenreplica_storage::control::client;
 use greenreplica_storage::layout::LayoutKind;
 use greenreplica_storage::policy::{PolicySpec, DEFAULT_START_STOP_BUDGET};
 use greenreplica_storage::profile::DriveProfile;
-use greenreplica_storage::replay::{replay, ReplayOptions};
+use greenreplica_storage::replay::{replay, FailureOptions, ReplayOptions};
 use greenreplica_storage::synth::{self, SynthOptions};
 use std::io::Write;
 
@@ -237,6 +237,24 @@ enum Command {
         /// Profile of the layout's flash member (QMD's write buffer; default: --profile).
         #[arg(long)]
         flash_profile: Option<String>,
+        /// Members of this many bytes instead of the profile's capacity (scaled replays).
+        #[arg(long)]
+        member_bytes: Option<u64>,
+        /// Fail this member inside the trace (at --fail-at); a spare takes over and is rebuilt.
+        #[arg(long, requires = "fail_at")]
+        fail_member: Option<usize>,
+        /// Seconds into the trace at which --fail-member fails.
+        #[arg(long, requires = "fail_member")]
+        fail_at: Option<f64>,
+        /// Rebuild rate while user I/O moves (MD's speed_limit_min), MB/s.
+        #[arg(long, default_value_t = 1.0)]
+        rebuild_min_mb_s: f64,
+        /// Rebuild rate when the drives are idle (MD's speed_limit_max), MB/s.
+        #[arg(long, default_value_t = 100.0)]
+        rebuild_max_mb_s: f64,
+        /// Bytes a rebuild step copies.
+        #[arg(long, default_value_t = 65536)]
+        rebuild_chunk: u64,
         /// A layout option KEY=VALUE, as in `[volume.layout_options]` (RoLo: log_share,
         /// rotate_at, prewake_at, zebra_mb; QMD: k, fill_threshold, buffer_bytes,
         /// extent_bytes; IDO: rebuild, zone_size); repeatable.
@@ -417,6 +435,7 @@ fn run(cli: Cli) -> Result<()> {
                     busy_share,
                     idle_gap_s,
                     variable_size,
+                    hot: (0.0, 0.0),
                 },
             };
             let options = SynthOptions {
@@ -475,9 +494,24 @@ fn run(cli: Cli) -> Result<()> {
             queue_depth,
             scheduler,
             flash_profile,
+            member_bytes,
+            fail_member,
+            fail_at,
+            rebuild_min_mb_s,
+            rebuild_max_mb_s,
+            rebuild_chunk,
             layout_options,
         } => {
             let members = members.unwrap_or(layout.default_members());
+            let failure = fail_member
+                .zip(fail_at)
+                .map(|(member, at_s)| FailureOptions {
+                    member,
+                    at_s,
+                    min_mb_s: rebuild_min_mb_s,
+                    max_mb_s: rebuild_max_mb_s,
+                    chunk: rebuild_chunk,
+                });
             let report = replay(&ReplayOptions {
                 trace,
                 profile,
@@ -490,6 +524,8 @@ fn run(cli: Cli) -> Result<()> {
                 queue_depth,
                 scheduler,
                 flash_profile,
+                member_bytes,
+                failure,
                 layout_options: greenreplica_storage::layout::LayoutOptions::parse_args(
                     &layout_options,
                 )

@@ -11,12 +11,14 @@ use serde::Serialize;
 use crate::clock::VirtualClock;
 use crate::drive::Drive;
 use crate::latency::{ResponseSummary, Samples};
-use crate::layout::{self, LayoutKind, LayoutOptions};
+use crate::layout::{self, LayoutKind, LayoutOptions, Role};
 use crate::ledger::{Ledger, PerState};
 use crate::policy::PolicySpec;
 use crate::profile::{DriveProfile, SchedulerKind};
+use crate::service_model::IoKind;
+use crate::superblock::DATA_OFFSET;
 use crate::trace::{ticks_to_seconds, TraceReader, TraceRecord};
-use crate::volume::{Health, MemberSlot, Request, Runner, Volume};
+use crate::volume::{Health, IntegritySettings, MemberSlot, Request, Runner, Volume};
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -36,6 +38,65 @@ pub struct ReplayOptions {
     pub flash_profile: Option<String>,
     /// `[volume.layout_options]` of the replayed volume (`--layout-option KEY=VALUE`).
     pub layout_options: LayoutOptions,
+    /// Members of this many bytes instead of the profile's capacity (a scaled-down replay).
+    pub member_bytes: Option<u64>,
+    /// A member failing inside the trace (issue 17).
+    pub failure: Option<FailureOptions>,
+}
+
+/// Member `member` fails at `at_s` seconds into the trace; a blank spare takes its slot at
+/// once and is rebuilt on the event core, `chunk` bytes a step, at `max_mb_s` when the
+/// drives are idle and `min_mb_s` while user I/O moves (MD's speed limits). The members
+/// then store bytes (a spare is written), so the replay moves zeros through every plan.
+#[derive(Debug, Clone)]
+pub struct FailureOptions {
+    pub member: usize,
+    pub at_s: f64,
+    pub min_mb_s: f64,
+    pub max_mb_s: f64,
+    pub chunk: u64,
+}
+
+/// What a failure inside the trace did.
+#[derive(Debug, Serialize)]
+pub struct ReconstructionReport {
+    pub member: usize,
+    pub failed_at_s: f64,
+    /// When the spare was first seen in sync (at a request's completion); None: not
+    /// within the trace.
+    pub rebuilt_at_s: Option<f64>,
+    pub reconstruction_s: Option<f64>,
+    /// User requests that arrived during the reconstruction, their response times.
+    pub response_ms: ResponseSummary,
+    /// Share of those requests served (at least partly) by a surrogate member.
+    pub surrogate_share: f64,
+}
+
+/// A member that stores nothing: reads return zeros, writes are dropped (a replay with a
+/// rebuild needs stores for the spare to be written; the bytes themselves do not matter).
+#[derive(Debug)]
+struct NullMember(u64);
+
+impl crate::member::Member for NullMember {
+    fn kind(&self) -> crate::member::MemberKind {
+        crate::member::MemberKind::File
+    }
+    fn describe(&self) -> String {
+        "replay null member".into()
+    }
+    fn size(&self) -> u64 {
+        self.0
+    }
+    fn read_at(&self, buf: &mut [u8], _offset: u64) -> std::io::Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn write_at(&self, _data: &[u8], _offset: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -90,6 +151,8 @@ pub struct ReplayReport {
     #[serde(flatten)]
     pub figures: Figures,
     pub members: Vec<MemberReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconstruction: Option<ReconstructionReport>,
 }
 
 /// Tick interval of a replay whose layout does background work of its own.
@@ -99,13 +162,28 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let profile = Arc::new(DriveProfile::load(&opts.profile)?);
     let mode = profile.default_mode_index();
     let clock = Arc::new(VirtualClock::new());
+    let member_bytes = opts.member_bytes.unwrap_or(profile.capacity_bytes);
     let layout = layout::build_with(
         opts.layout,
         opts.members,
-        profile.capacity_bytes,
+        member_bytes,
         opts.stripe_unit,
         &opts.layout_options,
     )?;
+    if let Some(f) = &opts.failure {
+        if f.member >= opts.members {
+            anyhow::bail!(
+                "--fail-member {} is not a member (0..{})",
+                f.member,
+                opts.members
+            );
+        }
+    }
+    let null = || -> Option<Arc<dyn crate::member::Member>> {
+        opts.failure.as_ref().map(|_| {
+            Arc::new(NullMember(member_bytes + DATA_OFFSET)) as Arc<dyn crate::member::Member>
+        })
+    };
     let flash = match &opts.flash_profile {
         Some(name) => Arc::new(DriveProfile::load(name)?),
         None => profile.clone(),
@@ -131,12 +209,19 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
                     .clamp(1, 1024),
                 opts.scheduler.unwrap_or(profile.queue.scheduler),
             );
-            MemberSlot::new(None, drive, Health::InSync)
+            MemberSlot::new(null(), drive, Health::InSync)
         })
         .collect();
-    let volume = Volume::new("replay", layout, slots, clock.clone(), None, None);
+    let mut volume = Volume::new("replay", layout, slots, clock.clone(), None, None);
+    if let Some(f) = &opts.failure {
+        volume = volume.with_integrity(IntegritySettings {
+            rebuild_min_mb_s: f.min_mb_s,
+            ..IntegritySettings::default()
+        });
+    }
     let capacity = volume.capacity();
 
+    let failed = std::cell::Cell::new(false);
     let mut origin = None;
     let mut wrapped = 0u64;
     let mut responses = Samples::default();
@@ -167,29 +252,81 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             wrapped += 1;
         }
         let at = ticks_to_seconds(timestamp.saturating_sub(t0));
+        let mut data = None;
+        if let Some(f) = &opts.failure {
+            if at >= f.at_s && !failed.get() {
+                failed.set(true);
+                volume.fail_member(f.member, "replay: --fail-at");
+                let spare = Arc::new(NullMember(member_bytes + DATA_OFFSET));
+                if let Err(e) = volume.replace_member(f.member, spare) {
+                    return Some(Err(anyhow::Error::from(e)));
+                }
+            }
+            // The members store (null) bytes: a write carries some.
+            data = (kind == IoKind::Write).then(|| vec![0u8; size as usize]);
+        }
         Some(Ok((
             at,
             Request {
                 kind,
                 offset,
                 len: size,
-                data: None,
+                data,
             },
         )))
     });
     let mut requests = 0u64;
     let mut runner = Runner::new(&volume);
-    if !volume.layout().reserved().is_empty() {
-        // A layout with regions of its own (a log) has background work: destage on ticks.
+    if !volume.layout().reserved().is_empty() || opts.failure.is_some() {
+        // A layout with regions of its own (a log) has background work: destage on ticks;
+        // so does one that migrates and reclaims around a rebuild (IDO).
         runner = runner.with_ticks(LAYOUT_TICK_S);
     }
+    if let Some(f) = &opts.failure {
+        runner = runner.with_background(f.max_mb_s, f.chunk, f.at_s);
+    }
+    let surrogates: Vec<bool> = (0..opts.members)
+        .map(|m| volume.layout().role(m) == Role::Surrogate)
+        .collect();
+    let mut rebuilt_at = None;
+    let mut during = Samples::default();
+    let mut during_surrogate = 0u64;
+    let mut during_count = 0u64;
     let end = runner.run(arrivals, |done| {
         requests += 1;
         responses.push(done.done - done.arrival);
+        if let (Some(f), None) = (&opts.failure, rebuilt_at) {
+            if failed.get() && done.arrival >= f.at_s {
+                during.push(done.done - done.arrival);
+                during_count += 1;
+                if done.member_done.iter().any(|&(m, _)| surrogates[m]) {
+                    during_surrogate += 1;
+                }
+            }
+            if failed.get()
+                && matches!(
+                    volume.slot(f.member).map(|s| s.health()),
+                    Some(Health::InSync)
+                )
+            {
+                rebuilt_at = Some(done.done);
+            }
+        }
         for (member, at) in done.member_done {
             member_responses[member].push(at - done.arrival);
         }
     })?;
+    let reconstruction = opts.failure.as_ref().map(|f| {
+        let n = during_count.max(1) as f64;
+        ReconstructionReport {
+            member: f.member,
+            failed_at_s: f.at_s,
+            rebuilt_at_s: rebuilt_at,
+            reconstruction_s: rebuilt_at.map(|t| t - f.at_s),
+            surrogate_share: during_surrogate as f64 / n,
+            response_ms: during.summary(1e3),
+        }
+    });
 
     let ledgers = volume.member_ledgers(end);
     let total = Ledger::sum(&ledgers);
@@ -213,6 +350,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
                 figures: Figures::new(ledger, samples.summary(1e3)),
             })
             .collect(),
+        reconstruction,
     })
 }
 
@@ -241,6 +379,8 @@ mod tests {
             queue_depth: None,
             scheduler: None,
             flash_profile: None,
+            member_bytes: None,
+            failure: None,
         }
     }
 
@@ -334,6 +474,66 @@ mod tests {
         let r = replay(&opts).unwrap();
         std::fs::remove_file(path).unwrap();
         assert_eq!(r.requests, 1);
+    }
+
+    /// Reads and writes every 10 ms over a 4+2 member `raid5-ido-s` of 8 MiB members,
+    /// member 1 failing at 1 s; (reconstruction report, requests).
+    fn failed_mid_trace(mode: &str) -> (ReconstructionReport, u64) {
+        let lines: Vec<String> = (0..3000u64)
+            .map(|i| {
+                let kind = if i % 3 == 0 { "Write" } else { "Read" };
+                // A hot megabyte takes most reads; the rest spread over the volume.
+                let offset = if i % 4 == 0 {
+                    (i * 7_919 % 6_000) * 4096
+                } else {
+                    (i * 13 % 256) * 4096
+                };
+                format!("{},h,0,{kind},{offset},4096,0", i * 100_000)
+            })
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let path = trace(&format!("fail-{mode}"), &lines);
+        let mut opts = options(path.clone(), "always-on");
+        opts.profile = "wd1600aajs".into();
+        opts.layout = "raid5-ido-s".parse().unwrap();
+        opts.members = 6;
+        opts.member_bytes = Some(8 << 20);
+        opts.layout_options = LayoutOptions::from_pairs([("rebuild", mode)]).unwrap();
+        opts.failure = Some(FailureOptions {
+            member: 1,
+            at_s: 1.0,
+            min_mb_s: 1.0,
+            max_mb_s: 10.0,
+            chunk: 65536,
+        });
+        let r = replay(&opts).unwrap();
+        std::fs::remove_file(path).unwrap();
+        (r.reconstruction.unwrap(), r.requests)
+    }
+
+    #[test]
+    fn a_member_fails_inside_the_trace_and_a_spare_is_rebuilt() {
+        let (pr, requests) = failed_mid_trace("pr");
+        assert_eq!(requests, 3000);
+        let took = pr.reconstruction_s.expect("PR rebuilt within the trace");
+        // 8 MiB at 1 MB/s under user I/O: about 8 s (never faster than at 10 MB/s).
+        assert!((0.8..12.0).contains(&took), "PR: {took} s");
+        assert_eq!(pr.surrogate_share, 0.0, "PR leaves the surrogate idle");
+        let (ido, _) = failed_mid_trace("ido");
+        assert!(
+            ido.reconstruction_s.is_some(),
+            "IDO rebuilt within the trace"
+        );
+        assert!(
+            ido.surrogate_share > 0.3,
+            "IDO redirects the writes and the migrated hot zone's reads: {}",
+            ido.surrogate_share
+        );
+        let bad = replay(&ReplayOptions {
+            layout_options: LayoutOptions::from_pairs([("rebuild", "fastest")]).unwrap(),
+            ..options(trace("badopt", &TWO_READS), "always-on")
+        });
+        assert!(format!("{:#}", bad.unwrap_err()).contains("rebuild"));
     }
 
     #[test]

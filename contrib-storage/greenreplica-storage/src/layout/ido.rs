@@ -2,23 +2,38 @@
 //! hot-first reconstruction (Wu et al., FAST'12). Reads feed the zone table in the normal
 //! state; the standby's hint marks the zones a batch is about to read; when a member is
 //! rebuilt, the hinted zones go first, then the hot ones, then the cold ones in address order.
-//! A separate layout name rather than an option: the name is recorded in the member headers,
-//! so an assembled volume keeps its rebuild order with no extra header field, and plain
-//! `raid5`/`raid6` stay byte-for-byte MD's PR.
+//!
+//! `raid5-ido-s` and `raid6-ido-s` add the paper's surrogate set: the last two members are a
+//! RAID1 pair (role `surrogate`) outside the array's capacity. While the array is degraded
+//! every user write goes to the surrogate (appended, indexed by the D Map), each hot zone is
+//! migrated there as it is rebuilt, reads take the D Map first, then a migrated copy, then
+//! the array; after the reconstruction the personality's background work reclaims the
+//! redirected writes home and empties the D Map (`ido_surrogate.rs`).
+//!
+//! Layout names rather than options for the member arrangement: the name is what the member
+//! headers record, so an assembled volume knows which members are the surrogate pair with
+//! no extra header field, and plain `raid5`/`raid6` stay byte-for-byte MD's. The rebuild
+//! policy (`rebuild = "ido" | "workout" | "pr"`) is an option (`set_option`): it changes
+//! no placement, and the D Map is honoured whatever the policy.
 //!
 //! Inside a zone a rebuild goes in address order, so what it has copied of a zone is a
 //! prefix: the plans of a request see a rebuilding member valid below
 //! `max(watermark, zone's prefix)`, zone by zone (zones are whole stripes, so no stripe is cut).
-//! Not yet: migration of hot zones to a surrogate RAID1, the D Map and reclaim (issue 17).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::zone_table::{self, Changes, ZoneTable, RECONSTRUCTED};
+use super::ido_surrogate::{
+    Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
+};
+use super::mirror::{self, Copies};
+use super::zone_table::{self, Changes, ZoneTable, MIGRATED, RECONSTRUCTED};
 use super::{
     Buf, Compute, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan,
-    Raid56, Reconcile, Reserved, Role, Shape, SyncCopy,
+    Raid56, Reconcile, Reserved, Role, Shape, ShapeProblem, SyncCopy,
 };
+use crate::clock::Seconds;
 use crate::parity::Level;
 use crate::service_model::IoKind;
 use crate::sync::lock;
@@ -27,15 +42,29 @@ use crate::sync::lock;
 pub const ZONE_TABLE_RECORD: u16 = 0x1701;
 pub const ZONE_DELTA_RECORD: u16 = 0x1702;
 
+/// Zone sizes the `zone_size` option accepts (the paper tried 3-24 MB).
+pub const MIN_ZONE_OPTION: u64 = 3 << 20;
+pub const MAX_ZONE_OPTION: u64 = 24 << 20;
+/// Volume bytes one reclaim step copies home at most.
+const RECLAIM_BYTES: u64 = 1 << 20;
+/// Migrated zones may take this share (1/2) of the surrogate; the rest is for writes.
+const MIGRATION_SHARE_DIV: u64 = 2;
+
 #[derive(Debug)]
 pub struct Ido {
     inner: Raid56,
     kind: LayoutKind,
+    /// Members of the array; with a surrogate set, members `k` and `k + 1` are its pair.
+    k: usize,
+    surrogate: bool,
     /// Member bytes per zone (the zone's volume bytes over the data chunks of a stripe).
-    zone_member_bytes: u64,
+    zone_member_bytes: AtomicU64,
     zones: Mutex<ZoneTable>,
     /// Per rebuilding member: per zone, the end of the prefix its rebuild has copied.
     progress: Mutex<BTreeMap<usize, Vec<u64>>>,
+    mode: Mutex<Mode>,
+    /// Lock order: `sur`, then `progress`, then `zones`.
+    sur: Mutex<SurState>,
 }
 
 impl Ido {
@@ -44,6 +73,63 @@ impl Ido {
         let stripe = inner.stripe_unit() * (shape.members - level.parity_count()) as u64;
         let zone = zone_table::zone_bytes_for(inner.capacity(), stripe);
         Self::with_zone_bytes(level, inner, zone)
+    }
+
+    /// `raid5-ido-s`/`raid6-ido-s`: the array of `members - 2`, then the surrogate pair.
+    pub fn with_surrogates(level: Level, shape: &Shape) -> Result<Self, LayoutError> {
+        let check = match level {
+            Level::Raid5 => Self::check5s,
+            Level::Raid6 => Self::check6s,
+        };
+        let name = match level {
+            Level::Raid5 => "raid5-ido-s",
+            Level::Raid6 => "raid6-ido-s",
+        };
+        check(shape.members, shape.chunk).map_err(|p| LayoutError::Shape {
+            layout: name.parse().unwrap_or(LayoutKind::RAID5),
+            problem: p.problem,
+        })?;
+        let array = Shape {
+            members: shape.members - 2,
+            ..shape.clone()
+        };
+        let mut ido = Self::new(level, &array)?;
+        ido.kind = name.parse().map_err(|e: String| LayoutError::Shape {
+            layout: ido.inner.kind(),
+            problem: e,
+        })?;
+        ido.surrogate = true;
+        Ok(ido)
+    }
+
+    fn check_surrogates(
+        members: usize,
+        chunk: u64,
+        array: fn(usize, u64) -> Result<(), ShapeProblem>,
+    ) -> Result<(), ShapeProblem> {
+        let Some(k) = members.checked_sub(2) else {
+            return Err(ShapeProblem {
+                key: "member",
+                problem: format!(
+                    "the last two members are the surrogate pair; {members} leave no array"
+                ),
+            });
+        };
+        array(k, chunk).map_err(|p| ShapeProblem {
+            problem: format!(
+                "{} (the last two members are the surrogate pair)",
+                p.problem
+            ),
+            ..p
+        })
+    }
+
+    pub fn check5s(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
+        Self::check_surrogates(members, chunk, Raid56::check5)
+    }
+
+    pub fn check6s(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
+        Self::check_surrogates(members, chunk, Raid56::check6)
     }
 
     /// With zones of `zone_bytes` volume bytes (rounded down to whole stripes, at least one).
@@ -60,15 +146,20 @@ impl Ido {
             layout: inner.kind(),
             problem: e,
         })?;
-        let k = inner.capacity() / inner.member_data_bytes().max(1);
-        let stripe = inner.stripe_unit() * k;
+        let k = inner.member_count();
+        let data = inner.capacity() / inner.member_data_bytes().max(1);
+        let stripe = inner.stripe_unit() * data;
         let zone_bytes = (zone_bytes / stripe).max(1) * stripe;
         Ok(Self {
-            zone_member_bytes: zone_bytes / k,
+            zone_member_bytes: AtomicU64::new(zone_bytes / data),
             zones: Mutex::new(ZoneTable::new(zone_bytes, inner.capacity())),
             inner,
             kind,
+            k,
+            surrogate: false,
             progress: Mutex::new(BTreeMap::new()),
+            mode: Mutex::new(Mode::Ido),
+            sur: Mutex::new(SurState::default()),
         })
     }
 
@@ -77,15 +168,40 @@ impl Ido {
         lock(&self.zones).clone()
     }
 
+    pub fn mode(&self) -> Mode {
+        *lock(&self.mode)
+    }
+
+    /// (D Map entries, migrated zones, user bytes written to / read from the surrogate).
+    pub fn surrogate_stats(&self) -> (usize, usize, u64, u64) {
+        let st = lock(&self.sur);
+        (
+            st.dmap.entries(),
+            st.migrated.len(),
+            st.redirected_writes,
+            st.surrogate_reads,
+        )
+    }
+
+    fn zm(&self) -> u64 {
+        self.zone_member_bytes.load(Ordering::Relaxed).max(1)
+    }
+
     fn zone_count(&self) -> usize {
         lock(&self.zones).len()
     }
 
     /// Member bytes of zone `z`.
     fn zone_span(&self, z: usize) -> (u64, u64) {
-        let start = z as u64 * self.zone_member_bytes;
-        let end = (start + self.zone_member_bytes).min(self.inner.member_data_bytes());
+        let start = z as u64 * self.zm();
+        let end = (start + self.zm()).min(self.inner.member_data_bytes());
         (start, end)
+    }
+
+    /// Volume bytes of zone `z`.
+    fn zone_volume(&self, z: usize, zone_bytes: u64) -> (u64, u64) {
+        let start = z as u64 * zone_bytes;
+        (start, zone_bytes.min(self.capacity().saturating_sub(start)))
     }
 
     /// A fresh progress vector for a rebuild that has copied everything below `watermark`.
@@ -98,6 +214,11 @@ impl Ido {
             .collect()
     }
 
+    /// The array members' views (the surrogate pair is not the inner layout's business).
+    fn array_views<'a>(&self, views: &'a [MemberView]) -> &'a [MemberView] {
+        &views[..self.k.min(views.len())]
+    }
+
     /// The views of a plan inside zone `z`: each rebuilding member is valid below what its
     /// rebuild copied there.
     fn zone_views(
@@ -106,7 +227,7 @@ impl Ido {
         z: usize,
         progress: &BTreeMap<usize, Vec<u64>>,
     ) -> Vec<MemberView> {
-        let mut views = views.to_vec();
+        let mut views = self.array_views(views).to_vec();
         for (&m, done) in progress {
             if let (Some(v), Some(&end)) = (views.get_mut(m), done.get(z)) {
                 if v.writable && v.valid_below < u64::MAX {
@@ -123,6 +244,147 @@ impl Ido {
                 .get(m)
                 .is_some_and(|v| v.writable && v.valid_below < u64::MAX)
         })
+    }
+
+    /// Some array member does not hold all its bytes (failed or rebuilding): the
+    /// reconstruction window, in which the surrogate takes the writes.
+    fn degraded(&self, views: &[MemberView]) -> bool {
+        self.array_views(views)
+            .iter()
+            .any(|v| v.valid_below < u64::MAX)
+    }
+
+    /// The surrogate pair can take a write of its bytes `s..s+len` with both copies: the
+    /// surrogate keeps redundancy (a write that one copy alone took would be lost with it).
+    fn surrogate_writable(&self, views: &[MemberView], s: u64, len: u64) -> bool {
+        [self.k, self.k + 1]
+            .iter()
+            .all(|&m| views.get(m).is_some_and(|v| v.writable && v.holds(s, len)))
+    }
+
+    fn surrogate_readable(&self, views: &[MemberView], s: u64, len: u64) -> bool {
+        [self.k, self.k + 1]
+            .iter()
+            .any(|&m| views.get(m).is_some_and(|v| v.holds(s, len)))
+    }
+
+    /// A plan of the array alone, zone by zone with what the rebuild copied there.
+    fn plan_home(
+        &self,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let progress = lock(&self.progress);
+        if !Self::rebuilding(views, &progress) {
+            return self.inner.plan(kind, offset, len, self.array_views(views));
+        }
+        let zone_bytes = lock(&self.zones).zone_bytes();
+        let mut plan = Plan::default();
+        let mut at = offset;
+        while at < offset + len {
+            let z = (at / zone_bytes) as usize;
+            let end = ((z as u64 + 1) * zone_bytes).min(offset + len);
+            let views = self.zone_views(views, z, &progress);
+            let part = self.inner.plan(kind, at, end - at, &views)?;
+            append(&mut plan, part, at - offset);
+            at = end;
+        }
+        Ok(plan)
+    }
+
+    /// A plan of surrogate bytes `s..s+len` (both copies written, the readiest read), for
+    /// the caller's bytes from 0.
+    fn plan_surrogate(
+        &self,
+        kind: IoKind,
+        s: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let piece = Copies {
+            buf_offset: 0,
+            len,
+            placements: vec![(self.k, s), (self.k + 1, s)],
+        };
+        mirror::plan(kind, s, vec![piece], views)
+    }
+
+    /// Note whether the array is degraded; a new failure starts WorkOut's counting afresh.
+    fn observe(&self, st: &mut SurState, degraded: bool) {
+        if degraded && !st.degraded {
+            st.since_failure.clear();
+            st.queue.clear();
+            st.popular.clear();
+        }
+        if !degraded {
+            // Migration is for the reconstruction window only.
+            st.queue.clear();
+            st.popular.clear();
+            st.since_failure.clear();
+        }
+        st.degraded = degraded;
+    }
+
+    fn plan_read(
+        &self,
+        st: &mut SurState,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let degraded = st.degraded;
+        let zone_bytes = lock(&self.zones).zone_bytes();
+        let mut plan = Plan::default();
+        for (d, l, s) in st.dmap.lookup(offset, len) {
+            if let Some(s) = s {
+                append(
+                    &mut plan,
+                    self.plan_surrogate(IoKind::Read, s, l, views)?,
+                    d - offset,
+                );
+                st.surrogate_reads += l;
+                continue;
+            }
+            // Not redirected: a migrated copy while the array is degraded, else the array.
+            let mut at = d;
+            while at < d + l {
+                let z = (at / zone_bytes) as usize;
+                let end = ((z as u64 + 1) * zone_bytes).min(d + l);
+                let copy = st
+                    .migrated
+                    .get(&z)
+                    .map(|&s| s + (at - z as u64 * zone_bytes))
+                    .filter(|&s| degraded && self.surrogate_readable(views, s, end - at));
+                let part = match copy {
+                    Some(s) => {
+                        st.surrogate_reads += end - at;
+                        self.plan_surrogate(IoKind::Read, s, end - at, views)?
+                    }
+                    None => self.plan_home(IoKind::Read, at, end - at, views)?,
+                };
+                append(&mut plan, part, at - offset);
+                at = end;
+            }
+        }
+        Ok(plan)
+    }
+
+    /// WorkOut counts reads only since the failure, per request; a request read often
+    /// enough is copied to the surrogate (unless part of it already lives there).
+    fn count_since_failure(&self, st: &mut SurState, offset: u64, len: u64) {
+        if st.since_failure.len() >= WORKOUT_TRACKED
+            && !st.since_failure.contains_key(&(offset, len))
+        {
+            return;
+        }
+        let n = st.since_failure.entry((offset, len)).or_insert(0);
+        *n = n.saturating_add(1);
+        let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+        if *n == WORKOUT_POPULAR && !redirected {
+            st.popular.push_back((offset, len));
+        }
     }
 }
 
@@ -182,13 +444,29 @@ fn append(plan: &mut Plan, part: Plan, caller: u64) {
         }));
 }
 
+/// Split a checkpoint image into the zone table's and the surrogate state's.
+fn split_image(image: &[u8]) -> Result<(&[u8], Option<&[u8]>), String> {
+    let Some(rest) = image.strip_prefix(&[IMAGE_MAGIC]) else {
+        return Ok((image, None));
+    };
+    let (len, rest) = rest
+        .split_first_chunk::<8>()
+        .ok_or("layout image is truncated")?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|e| e.to_string())?;
+    if rest.len() < len {
+        return Err("layout image is truncated".into());
+    }
+    let (zones, sur) = rest.split_at(len);
+    Ok((zones, Some(sur)))
+}
+
 impl Personality for Ido {
     fn kind(&self) -> LayoutKind {
         self.kind
     }
 
     fn member_count(&self) -> usize {
-        self.inner.member_count()
+        self.k + if self.surrogate { 2 } else { 0 }
     }
 
     fn member_data_bytes(&self) -> u64 {
@@ -204,6 +482,9 @@ impl Personality for Ido {
     }
 
     fn role(&self, member: usize) -> Role {
+        if member >= self.k {
+            return Role::Surrogate;
+        }
         self.inner.role(member)
     }
 
@@ -222,23 +503,47 @@ impl Personality for Ido {
         if kind == IoKind::Read {
             lock(&self.zones).read_hit(offset, len);
         }
-        let progress = lock(&self.progress);
-        if !Self::rebuilding(views, &progress) {
-            return self.inner.plan(kind, offset, len, views);
+        if !self.surrogate {
+            return self.plan_home(kind, offset, len, views);
         }
-        // Zone by zone, each with what the rebuild copied there.
-        let zone_bytes = lock(&self.zones).zone_bytes();
-        let mut plan = Plan::default();
-        let mut at = offset;
-        while at < offset + len {
-            let z = (at / zone_bytes) as usize;
-            let end = ((z as u64 + 1) * zone_bytes).min(offset + len);
-            let views = self.zone_views(views, z, &progress);
-            let part = self.inner.plan(kind, at, end - at, &views)?;
-            append(&mut plan, part, at - offset);
-            at = end;
+        let mode = self.mode();
+        let mut st = lock(&self.sur);
+        let degraded = self.degraded(views);
+        self.observe(&mut st, degraded);
+        match kind {
+            IoKind::Read => {
+                if mode == Mode::WorkOut && degraded {
+                    self.count_since_failure(&mut st, offset, len);
+                }
+                if !st.in_use() {
+                    drop(st);
+                    return self.plan_home(kind, offset, len, views);
+                }
+                self.plan_read(&mut st, offset, len, views)
+            }
+            IoKind::Write => {
+                let s = st.head;
+                let redirect = mode != Mode::Pr
+                    && degraded
+                    && len > 0
+                    && s + len <= self.member_data_bytes()
+                    && self.surrogate_writable(views, s, len);
+                if redirect {
+                    let plan = self.plan_surrogate(kind, s, len, views)?;
+                    st.head += len;
+                    st.planned.insert(s, Pending::Write(offset, len));
+                    st.redirected_writes += len;
+                    return Ok(plan);
+                }
+                let plan = self.plan_home(kind, offset, len, views)?;
+                if st.in_use() {
+                    if let Some(w) = plan.writes.first() {
+                        st.home.insert((w.member, w.member_offset), (offset, len));
+                    }
+                }
+                Ok(plan)
+            }
         }
-        Ok(plan)
     }
 
     fn read_members(
@@ -248,17 +553,58 @@ impl Personality for Ido {
         views: &[MemberView],
     ) -> Result<Vec<usize>, LayoutError> {
         // A wake's planning is not a read hit.
-        self.inner.read_members(offset, len, views)
+        self.inner
+            .read_members(offset, len, self.array_views(views))
     }
 
     fn complete(&self, plan: &Plan) {
-        self.inner.complete(plan)
+        self.inner.complete(plan);
+        if !self.surrogate {
+            return;
+        }
+        let mut st = lock(&self.sur);
+        let mut newly_migrated = Vec::new();
+        for w in &plan.writes {
+            if w.member >= self.k {
+                match st.planned.remove(&w.member_offset) {
+                    Some(Pending::Write(d, l)) => st.add(d, l, w.member_offset),
+                    Some(Pending::Migration(z)) => {
+                        st.migrate(z, w.member_offset);
+                        newly_migrated.push(z);
+                    }
+                    None => {}
+                }
+            } else if let Some((d, l)) = st.home.remove(&(w.member, w.member_offset)) {
+                // Written home: the array is current there, older copies on the surrogate
+                // are not.
+                st.trim(d, l);
+                let touched = lock(&self.zones).zones(d, l);
+                for z in touched {
+                    st.unmigrate(z);
+                }
+            }
+        }
+        if plan.writes.is_empty() && plan.reads.is_empty() && st.clearing {
+            st.clearing = false;
+            if st.dmap.is_empty() && !st.degraded {
+                st.unmigrate_all();
+            }
+        }
+        let migrated: Vec<usize> = st.migrated.keys().copied().collect();
+        drop(st);
+        if !newly_migrated.is_empty() || plan.writes.is_empty() {
+            let mut zones = lock(&self.zones);
+            zones.clear_flag(MIGRATED);
+            for z in migrated {
+                zones.set_flag(z, MIGRATED);
+            }
+        }
     }
 
     /// What the zone table learned since the last write (the paper keeps it in NVRAM; here
-    /// it is as durable as the next acknowledged write).
+    /// it is as durable as the next acknowledged write), and the surrogate's changes.
     fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {
-        match lock(&self.zones).take_changes() {
+        let mut out = match lock(&self.zones).take_changes() {
             Changes::None => Vec::new(),
             Changes::Full(payload) => vec![LayoutRecord {
                 kind: ZONE_TABLE_RECORD,
@@ -268,21 +614,52 @@ impl Personality for Ido {
                 kind: ZONE_DELTA_RECORD,
                 payload,
             }],
+        };
+        if self.surrogate {
+            out.append(&mut lock(&self.sur).outbox);
         }
+        out
     }
 
     /// The table is advice (which zones to rebuild first), not data: one that cannot be
-    /// replayed is dropped with a warning and the volume starts with an empty one.
+    /// replayed is dropped with a warning and the volume starts with an empty one. The
+    /// surrogate state is data (redirected writes live only there): it must replay.
     fn replay(&self, image: Option<&[u8]>, records: &[LayoutRecord]) -> Result<(), String> {
+        let (zone_image, sur_image) = match image.map(split_image).transpose()? {
+            Some((z, s)) => (Some(z), s),
+            None => (None, None),
+        };
+        let owned = |r: &&LayoutRecord| SurState::owns(r.kind);
+        if !self.surrogate && (sur_image.is_some() || records.iter().any(|r| owned(&r))) {
+            return Err(format!(
+                "layout {} has no surrogate set, yet its journal holds surrogate records",
+                self.kind
+            ));
+        }
+        {
+            let mut st = lock(&self.sur);
+            let mut back = SurState::default();
+            if let Some(image) = sur_image {
+                back.load(image)?;
+            }
+            for r in records.iter().filter(owned) {
+                back.apply(r)?;
+            }
+            back.set_head_after_replay(lock(&self.zones).zone_bytes());
+            *st = back;
+        }
         let mut zones = lock(&self.zones);
-        let replayed = image
+        let replayed = zone_image
             .map_or(Ok(()), |image| zones.load(image))
             .and_then(|()| {
-                records.iter().try_for_each(|r| match r.kind {
-                    ZONE_TABLE_RECORD => zones.load(&r.payload),
-                    ZONE_DELTA_RECORD => zones.load_delta(&r.payload),
-                    other => Err(format!("unknown layout record kind {other:#x}")),
-                })
+                records
+                    .iter()
+                    .filter(|r| !owned(r))
+                    .try_for_each(|r| match r.kind {
+                        ZONE_TABLE_RECORD => zones.load(&r.payload),
+                        ZONE_DELTA_RECORD => zones.load_delta(&r.payload),
+                        other => Err(format!("unknown layout record kind {other:#x}")),
+                    })
             });
         if let Err(problem) = replayed {
             tracing::warn!(layout = %self.kind, %problem,
@@ -294,7 +671,22 @@ impl Personality for Ido {
 
     /// Records journaled after the image set the same values again: replay stays right.
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
-        Some(lock(&self.zones).image())
+        if !self.surrogate {
+            return Some(lock(&self.zones).image());
+        }
+        let sur = lock(&self.sur).image();
+        let zones = lock(&self.zones).image();
+        let mut out = vec![IMAGE_MAGIC];
+        out.extend_from_slice(&(zones.len() as u64).to_le_bytes());
+        out.extend(zones);
+        out.extend(sur);
+        Some(out)
+    }
+
+    fn committed(&self) {
+        if self.surrogate {
+            lock(&self.sur).reset_if_empty();
+        }
     }
 
     fn recover(
@@ -304,30 +696,189 @@ impl Personality for Ido {
         len: u64,
         views: &[MemberView],
     ) -> Result<Plan, LayoutError> {
+        if member >= self.k {
+            let other = if member == self.k { self.k + 1 } else { self.k };
+            let source = views.get(other).is_some_and(|v| v.holds(offset, len));
+            let st = lock(&self.sur);
+            let dead = offset >= st.head || (!st.in_use() && st.planned.is_empty());
+            if !source && dead {
+                // Both copies lost bytes in which nothing lives (the log's free tail, or an
+                // empty surrogate): nothing to recover.
+                return Ok(Plan::default());
+            }
+            return mirror::recover(member, offset, len, &[self.k, self.k + 1], views);
+        }
         let progress = lock(&self.progress);
-        let z = (offset / self.zone_member_bytes.max(1)) as usize;
+        let z = (offset / self.zm()) as usize;
         let in_one_zone = offset + len <= self.zone_span(z).1;
         if in_one_zone && Self::rebuilding(views, &progress) {
             let views = self.zone_views(views, z, &progress);
             return self.inner.recover(member, offset, len, &views);
         }
-        self.inner.recover(member, offset, len, views)
+        self.inner
+            .recover(member, offset, len, self.array_views(views))
     }
 
     fn sync_groups(&self) -> Vec<Vec<usize>> {
-        self.inner.sync_groups()
+        let mut groups = self.inner.sync_groups();
+        if self.surrogate {
+            groups.push(vec![self.k, self.k + 1]);
+        }
+        groups
     }
 
+    /// While writes are redirected, a request may append to the surrogate's log: it holds
+    /// the log's free tail, so that a surrogate rebuild never copies under an append.
     fn lock_spans(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64)> {
-        self.inner.lock_spans(offset, len)
+        let mut spans = self.inner.lock_spans(offset, len);
+        if self.surrogate {
+            let st = lock(&self.sur);
+            if st.degraded && st.head < self.member_data_bytes() {
+                spans.push((self.k, st.head, self.member_data_bytes()));
+            }
+        }
+        spans
     }
 
     fn reconcile(&self, offset: u64, group: &[SyncCopy], len: u64) -> Result<Reconcile, String> {
+        if self.surrogate && group.iter().all(|c| c.member >= self.k) {
+            return mirror::reconcile(offset, group, len);
+        }
         self.inner.reconcile(offset, group, len)
     }
 
     fn survives(&self, valid: &[bool]) -> bool {
-        self.inner.survives(valid)
+        let array = self.inner.survives(&valid[..self.k.min(valid.len())]);
+        if !self.surrogate {
+            return array;
+        }
+        let pair = valid.get(self.k).copied().unwrap_or(false)
+            || valid.get(self.k + 1).copied().unwrap_or(false);
+        array && (pair || !lock(&self.sur).in_use())
+    }
+
+    fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
+        if !self.surrogate {
+            return None;
+        }
+        let st = lock(&self.sur);
+        (st.in_use() || !st.queue.is_empty() || !st.popular.is_empty()).then_some(now)
+    }
+
+    /// Degraded: migrate the next queued zone. In sync again: reclaim the first redirected
+    /// run, and once the D Map is empty forget the migrated copies (an empty plan).
+    fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
+        if !self.surrogate {
+            return None;
+        }
+        let mut st = lock(&self.sur);
+        let degraded = self.degraded(views);
+        self.observe(&mut st, degraded);
+        if degraded {
+            if self.mode() == Mode::Pr {
+                return None;
+            }
+            let room = self.member_data_bytes() / MIGRATION_SHARE_DIV;
+            if let Some(&(d, l)) = st.popular.front() {
+                if st.head + l > room || !self.surrogate_writable(views, st.head, l) {
+                    st.popular.clear();
+                    return None;
+                }
+                return Some((d, l));
+            }
+            let zone_bytes = lock(&self.zones).zone_bytes();
+            while let Some(&z) = st.queue.front() {
+                if st.migrated.contains_key(&z) {
+                    st.queue.pop_front();
+                    continue;
+                }
+                let (start, len) = self.zone_volume(z, zone_bytes);
+                if len == 0 || st.head + len > room || !self.surrogate_writable(views, st.head, len)
+                {
+                    st.queue.clear();
+                    return None;
+                }
+                return Some((start, len));
+            }
+            return None;
+        }
+        if let Some((d, l, s)) = st.dmap.first() {
+            let l = l.min(RECLAIM_BYTES);
+            return self.surrogate_readable(views, s, l).then_some((d, l));
+        }
+        (!st.migrated.is_empty()).then_some((0, self.capacity().min(4096)))
+    }
+
+    fn background_plan(
+        &self,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.check_range(offset, len)?;
+        if !self.surrogate {
+            return Ok(Plan::default());
+        }
+        let mut st = lock(&self.sur);
+        let degraded = self.degraded(views);
+        self.observe(&mut st, degraded);
+        if degraded && st.popular.front() == Some(&(offset, len)) {
+            // WorkOut: copy a popular read request's bytes to the surrogate; from then on
+            // the D Map sends its reads there.
+            st.popular.pop_front();
+            let s = st.head;
+            let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+            if redirected || !self.surrogate_writable(views, s, len) {
+                return Ok(Plan::default());
+            }
+            let mut plan = self.plan_home(IoKind::Read, offset, len, views)?;
+            append(
+                &mut plan,
+                self.plan_surrogate(IoKind::Write, s, len, views)?,
+                0,
+            );
+            st.head += len;
+            st.planned.insert(s, Pending::Write(offset, len));
+            return Ok(plan);
+        }
+        if degraded {
+            // Migrate the zone at `offset`: read it from the array, write both copies.
+            let zone_bytes = lock(&self.zones).zone_bytes();
+            let z = (offset / zone_bytes) as usize;
+            if st.queue.front() == Some(&z) {
+                st.queue.pop_front();
+            }
+            let whole = self.zone_volume(z, zone_bytes) == (offset, len);
+            let s = st.head;
+            if !whole || st.migrated.contains_key(&z) || !self.surrogate_writable(views, s, len) {
+                return Ok(Plan::default());
+            }
+            let mut plan = self.plan_home(IoKind::Read, offset, len, views)?;
+            append(
+                &mut plan,
+                self.plan_surrogate(IoKind::Write, s, len, views)?,
+                0,
+            );
+            st.head += len;
+            st.planned.insert(s, Pending::Migration(z));
+            return Ok(plan);
+        }
+        // Reclaim: the newest copy from the surrogate, written home.
+        let mut plan = Plan::default();
+        for (d, l, s) in st.dmap.lookup(offset, len) {
+            let Some(s) = s else { continue };
+            let read = self.plan_surrogate(IoKind::Read, s, l, views)?;
+            let home = self.plan_home(IoKind::Write, d, l, views)?;
+            if let Some(w) = home.writes.first() {
+                st.home.insert((w.member, w.member_offset), (d, l));
+            }
+            append(&mut plan, read, d - offset);
+            append(&mut plan, home, d - offset);
+        }
+        if plan.reads.is_empty() && plan.writes.is_empty() && st.dmap.is_empty() {
+            st.clearing = !st.migrated.is_empty();
+        }
+        Ok(plan)
     }
 
     fn hint(&self, extents: &[(u64, u64)]) {
@@ -335,21 +886,34 @@ impl Personality for Ido {
     }
 
     fn metadata_bytes(&self) -> u64 {
+        let sur = {
+            let st = lock(&self.sur);
+            st.dmap.memory_bytes() + (st.migrated.len() * 16) as u64
+        };
         // Progress before zones, as everywhere (one guard at a time here).
         let progress: u64 = lock(&self.progress)
             .values()
             .map(|p| (p.capacity() * 8) as u64)
             .sum();
-        progress + lock(&self.zones).memory_bytes()
+        sur + progress + lock(&self.zones).memory_bytes()
     }
 
     fn member_replaced(&self, member: usize) {
+        if member >= self.k {
+            return;
+        }
         lock(&self.progress).remove(&member);
         lock(&self.zones).clear_flag(RECONSTRUCTED);
     }
 
-    /// Finish the zone in progress, then the next in the table's order (hinted, hot, cold).
+    /// IDO: finish the zone in progress, then the next in the table's order (hinted, hot,
+    /// cold). PR and WorkOut, and the surrogate pair: address order.
     fn rebuild_next(&self, member: usize, watermark: u64, chunk: u64) -> (u64, u64) {
+        let end = self.member_data_bytes();
+        let sequential = (watermark, chunk.max(1).min(end.saturating_sub(watermark)));
+        if member >= self.k || self.mode() != Mode::Ido {
+            return sequential;
+        }
         let mut progress = lock(&self.progress);
         let done = progress
             .entry(member)
@@ -364,36 +928,94 @@ impl Personality for Ido {
         });
         match next {
             Some(z) => (done[z], chunk.max(1).min(self.zone_span(z).1 - done[z])),
-            None => {
-                let end = self.member_data_bytes();
-                (watermark, chunk.max(1).min(end.saturating_sub(watermark)))
-            }
+            None => sequential,
         }
     }
 
     fn rebuilt(&self, member: usize, offset: u64, len: u64, watermark: u64) -> u64 {
-        let mut progress = lock(&self.progress);
-        let done = progress
-            .entry(member)
-            .or_insert_with(|| self.initial_progress(watermark));
-        let z = (offset / self.zone_member_bytes.max(1)) as usize;
-        if let Some(end) = done.get_mut(z) {
-            if offset <= *end {
-                *end = (*end).max(offset + len);
+        if member >= self.k || self.mode() != Mode::Ido {
+            return offset + len;
+        }
+        let mut finished_hot = None;
+        let prefix = {
+            let mut progress = lock(&self.progress);
+            let done = progress
+                .entry(member)
+                .or_insert_with(|| self.initial_progress(watermark));
+            let z = (offset / self.zm()) as usize;
+            if let Some(end) = done.get_mut(z) {
+                if offset <= *end {
+                    *end = (*end).max(offset + len);
+                }
+                if *end >= self.zone_span(z).1 {
+                    let mut zones = lock(&self.zones);
+                    zones.set_flag(z, RECONSTRUCTED);
+                    if zones.is_hot(z) {
+                        finished_hot = Some(z);
+                    }
+                }
             }
-            if *end >= self.zone_span(z).1 {
-                lock(&self.zones).set_flag(z, RECONSTRUCTED);
+            // The valid prefix runs on through every zone copied to its end.
+            let mut prefix = watermark;
+            while let Some(&end) = done.get((prefix / self.zm()) as usize) {
+                if end <= prefix {
+                    break;
+                }
+                prefix = end;
+            }
+            prefix.min(self.member_data_bytes())
+        };
+        // A hot zone just read for its reconstruction is migrated to the surrogate.
+        if let (true, Some(z)) = (self.surrogate, finished_hot) {
+            let mut st = lock(&self.sur);
+            if !st.migrated.contains_key(&z) && !st.queue.contains(&z) {
+                st.queue.push_back(z);
             }
         }
-        // The valid prefix runs on through every zone copied to its end.
-        let mut prefix = watermark;
-        while let Some(&end) = done.get((prefix / self.zone_member_bytes.max(1)) as usize) {
-            if end <= prefix {
-                break;
+        prefix
+    }
+
+    /// `rebuild` = "ido" (default), "workout" or "pr"; `zone_size` in bytes (3-24 MiB,
+    /// rounded down to whole stripes; only before any rebuild).
+    fn option_places_data(&self, key: &str) -> bool {
+        key != "rebuild"
+    }
+
+    fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "rebuild" => {
+                let mode: Mode = value.parse()?;
+                if mode == Mode::WorkOut && !self.surrogate {
+                    return Err(format!(
+                        "rebuild = \"workout\" redirects to a surrogate set; layout {} has \
+                         none (use {}-s)",
+                        self.kind, self.kind
+                    ));
+                }
+                *lock(&self.mode) = mode;
+                Ok(())
             }
-            prefix = end;
+            "zone_size" => {
+                let bytes = crate::config::parse_size(value)
+                    .map_err(|e| format!("zone_size {value:?} is not a size: {e}"))?;
+                if !(MIN_ZONE_OPTION..=MAX_ZONE_OPTION).contains(&bytes) {
+                    return Err(format!(
+                        "zone_size {bytes} must be between {MIN_ZONE_OPTION} and \
+                         {MAX_ZONE_OPTION} bytes (3-24 MiB)"
+                    ));
+                }
+                if !lock(&self.progress).is_empty() || lock(&self.sur).in_use() {
+                    return Err("zone_size cannot change during a reconstruction".into());
+                }
+                let data = self.capacity() / self.member_data_bytes().max(1);
+                let stripe = self.stripe_unit() * data;
+                let zone = (bytes / stripe).max(1) * stripe;
+                self.zone_member_bytes.store(zone / data, Ordering::Relaxed);
+                *lock(&self.zones) = ZoneTable::new(zone, self.capacity());
+                Ok(())
+            }
+            other => Err(format!("layout {} has no option {other:?}", self.kind)),
         }
-        prefix.min(self.member_data_bytes())
     }
 }
 

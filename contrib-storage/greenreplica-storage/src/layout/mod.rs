@@ -6,6 +6,8 @@
 //! line in the registry (`registry.rs`).
 
 mod ido;
+mod ido_dmap;
+mod ido_surrogate;
 mod mirror;
 mod options;
 mod qmd;
@@ -21,6 +23,7 @@ use std::fmt;
 use thiserror::Error;
 
 pub use ido::Ido;
+pub use ido_surrogate::Mode as IdoMode;
 pub use options::LayoutOptions;
 pub use qmd::{FlushParams as QmdFlushParams, Qmd};
 pub use raid10::Raid10;
@@ -367,6 +370,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// before the volume serves I/O; layouts without options refuse every key.
     fn set_option(&self, key: &str, _value: &str) -> Result<(), String> {
         Err(format!("layout {} has no option {key:?}", self.kind()))
+    }
+
+    /// Whether an option decides where bytes live (RoLo's log share and zebra, QMD's buffer
+    /// and extent size, IDO's zones): such options must match the members' headers when a
+    /// volume is assembled again; the others (a rebuild order, a flush budget) may change.
+    fn option_places_data(&self, _key: &str) -> bool {
+        true
     }
 
     /// Bytes of memory the personality's own metadata takes (zone tables, maps).

@@ -131,6 +131,19 @@ pub static REGISTRY: &[Registration] = &[
         check: Rolo::check_rolo,
         build: |s| Ok(Box::new(Rolo::new(RoloFlavour::RoloS, s)?)),
     },
+    // IDO with its surrogate set (issue 17): the last two members are a RAID1 pair.
+    Registration {
+        name: "raid5-ido-s",
+        default_members: 5,
+        check: Ido::check5s,
+        build: |s| Ok(Box::new(Ido::with_surrogates(Level::Raid5, s)?)),
+    },
+    Registration {
+        name: "raid6-ido-s",
+        default_members: 6,
+        check: Ido::check6s,
+        build: |s| Ok(Box::new(Ido::with_surrogates(Level::Raid6, s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.

@@ -174,6 +174,17 @@ impl ZoneTable {
         order
     }
 
+    /// A zone worth migrating to a surrogate set: hinted, or read more than the average zone
+    /// (zones touched by a stray read are not: migrating them would cost more than it saves).
+    pub fn is_hot(&self, zone: usize) -> bool {
+        if self.flags(zone) & HINTED != 0 {
+            return true;
+        }
+        let pop = u64::from(self.popularity(zone));
+        let total: u64 = self.popularity.iter().map(|&p| u64::from(p)).sum();
+        pop > 0 && pop * self.len() as u64 > total
+    }
+
     /// Bytes the table takes in memory (the paper reports 0.06-0.24 MB).
     pub fn memory_bytes(&self) -> u64 {
         (std::mem::size_of::<Self>()
@@ -332,6 +343,21 @@ mod tests {
         // A read past the end counts nowhere rather than panicking.
         t.read_hit(20_000, 10);
         assert_eq!(t.zones(20_000, 10), 10..10);
+    }
+
+    #[test]
+    fn hot_zones_are_hinted_or_read_more_than_the_average() {
+        let mut t = ZoneTable::new(100, 1000);
+        // Every zone read once (stray reads) but zone 3, zone 0 five times more.
+        for z in (0..10).filter(|&z| z != 3) {
+            t.read_hit(z * 100, 1);
+        }
+        for _ in 0..5 {
+            t.read_hit(0, 1);
+        }
+        t.hint(&[(900, 1)]);
+        let hot: Vec<usize> = (0..t.len()).filter(|&z| t.is_hot(z)).collect();
+        assert_eq!(hot, vec![0, 9], "above the average of 1.4 reads, or hinted");
     }
 
     #[test]

@@ -185,7 +185,23 @@ impl Run {
                     );
                 }
             }
-            "raid5" | "raid6" | "raid5-ido" | "raid6-ido" => {
+            "raid5" | "raid6" | "raid5-ido" | "raid6-ido" | "raid5-ido-s" | "raid6-ido-s" => {
+                // The surrogate pair: everything reclaimed home, the copies equal.
+                let mut data = data;
+                if self.kind.name().ends_with("-s") {
+                    self.volume.drain_layout_background().unwrap();
+                    data = self
+                        .members
+                        .iter()
+                        .map(|m| lock(&m.bytes)[DATA_OFFSET as usize..].to_vec())
+                        .collect();
+                    let pair = data.split_off(data.len() - 2);
+                    assert!(
+                        pair[0][..bytes] == pair[1][..bytes],
+                        "{}: the surrogate copies are equal",
+                        self.kind
+                    );
+                }
                 let level = if self.kind.name().starts_with("raid5") {
                     Level::Raid5
                 } else {
@@ -272,6 +288,8 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid5-ido" => vec![3, 4, 5],
         "raid6-ido" => vec![4, 5, 6],
         "qmd" => vec![3, 5],
+        "raid5-ido-s" => vec![5, 6],
+        "raid6-ido-s" => vec![6, 7],
         other => panic!("add member counts for layout {other}"),
     }
 }

@@ -110,6 +110,10 @@ struct Pending {
     member_done: Vec<(usize, Seconds)>,
     read: Option<Vec<u8>>,
     reply: Option<Sender<Finished>>,
+    /// It has member I/O on the array itself, not only on a surrogate set (IDO): only such
+    /// user I/O slows a rebuild down to its minimum, as MD's idle check looks at the
+    /// array's member disks.
+    on_array: bool,
 }
 
 impl Pending {
@@ -125,6 +129,7 @@ impl Pending {
             member_done: Vec::new(),
             read: None,
             reply: None,
+            on_array: false,
         }
     }
 }
@@ -304,7 +309,7 @@ impl Core {
         self.pending
             .iter()
             .flatten()
-            .any(|p| p.class == Class::Foreground)
+            .any(|p| p.class == Class::Foreground && p.on_array)
     }
 
     pub(super) fn depths(&self) -> Arc<QueueDepths> {
@@ -349,7 +354,6 @@ impl Core {
         match event {
             Event::Arrival(Job::Request(i, request)) => {
                 step.arrival = true;
-                self.foreground_arrivals += 1;
                 let what = format!(
                     "request {} (offset {}, size {})",
                     i + 1,
@@ -379,6 +383,7 @@ impl Core {
                     member_done: Vec::new(),
                     read: None,
                     reply: p.reply,
+                    on_array: true,
                 };
                 let (ios, op) = if p.flush {
                     (flushes(volume, t), Op::Flush)
@@ -461,6 +466,12 @@ impl Core {
         let plan = v
             .layout
             .plan(request.kind, request.offset, request.len, &v.views(t))?;
+        let on_array = plan
+            .ios()
+            .any(|(_, io)| v.layout.role(io.member) != crate::layout::Role::Surrogate);
+        if on_array {
+            self.foreground_arrivals += 1;
+        }
         let read = if self.with_data {
             move_data(v, &plan, &request, t)?
         } else {
@@ -480,6 +491,7 @@ impl Core {
             member_done: Vec::new(),
             read,
             reply: None,
+            on_array,
         };
         Ok(self.start_phase(v, t, pending, &plan.reads, Op::Read))
     }

@@ -620,6 +620,10 @@ impl Personality for Qmd {
 
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
     /// `extent_bytes`; the buffer's shape only while nothing is buffered.
+    fn option_places_data(&self, key: &str) -> bool {
+        !matches!(key, "k" | "fill_threshold")
+    }
+
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
         let mut st = lock(&self.state);
         let bad = || format!("qmd option {key}: {value:?} is not a valid value");

@@ -724,6 +724,10 @@ impl Personality for Rolo {
         Self::kind_of(self.flavour)
     }
 
+    fn option_places_data(&self, key: &str) -> bool {
+        !matches!(key, "rotate_at" | "prewake_at")
+    }
+
     /// RoLo's keys shape the member layout, so the constructor read them from the volume's
     /// table (and checked them); here they are only recognised.
     fn set_option(&self, key: &str, _value: &str) -> Result<(), String> {
