@@ -26,6 +26,7 @@ pub mod device;
 pub mod emulated;
 pub mod map;
 pub mod report;
+pub mod stored;
 #[cfg(test)]
 mod tests;
 
