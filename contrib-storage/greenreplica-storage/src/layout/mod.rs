@@ -7,6 +7,7 @@
 
 mod ido;
 mod mirror;
+pub mod raid0_tracks;
 mod raid10;
 mod raid56;
 mod registry;
@@ -19,6 +20,7 @@ use std::fmt;
 use thiserror::Error;
 
 pub use ido::Ido;
+pub use raid0_tracks::Raid0Tracks;
 pub use raid10::Raid10;
 pub use raid56::Raid56;
 pub use registry::{build, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};

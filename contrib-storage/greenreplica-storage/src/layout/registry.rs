@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Ido, LayoutError, Personality, Raid10, Raid56, Rolo, RoloFlavour, Single};
+use super::{
+    Ido, LayoutError, Personality, Raid0Tracks, Raid10, Raid56, Rolo, RoloFlavour, Single,
+};
 use crate::parity::Level;
 
 /// The shape of a volume as configured.
@@ -99,6 +101,13 @@ pub static REGISTRY: &[Registration] = &[
         default_members: 4,
         check: Raid56::check6,
         build: |s| Ok(Box::new(Ido::new(Level::Raid6, s)?)),
+    },
+    // Track alignment (issue 18): chunks are the members' own tracks.
+    Registration {
+        name: super::raid0_tracks::NAME,
+        default_members: 4,
+        check: Raid0Tracks::check,
+        build: |s| Ok(Box::new(Raid0Tracks::new(s)?)),
     },
 ];
 

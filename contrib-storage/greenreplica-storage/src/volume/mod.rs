@@ -399,3 +399,5 @@ mod layout_props;
 mod rolo_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tracks_tests;
