@@ -29,6 +29,7 @@ pub mod report;
 pub mod stored;
 #[cfg(test)]
 mod tests;
+pub mod volume_bench;
 
 use std::collections::VecDeque;
 
