@@ -11,6 +11,8 @@ extraction, against the track-alignment paper's figures:
     (paper Figure 5: -3 %);
   - full-stripe reads over four units, chunks of one track of each member (track-aligned,
     chunks differ per member) vs chunks of the mean track size (paper: RAID5 +57 %);
+  - the same full-stripe reads through the volume engine (layout raid0-tracks vs the same
+    personality over fixed chunks, event core in virtual time), 1-16 readers in rounds;
   - extraction time of whole units (the paper: ~7 minutes by SCSI address translation).
 
 Writes bench/results/tracks.json and tracks.png.
@@ -58,7 +60,7 @@ def main():
     (RESULTS / "tracks.json").write_text(json.dumps(stored, separators=(",", ":")) + "\n"
                                          if len(text) > 200_000 else text + "\n")
 
-    fig, ax = plt.subplots(2, 3, figsize=(17, 8))
+    fig, ax = plt.subplots(2, 4, figsize=(22, 8))
     c = r["crossing"]
     xs = [p[0] for p in c["points"]]
     ys = [p[1] for p in c["points"]]
@@ -110,6 +112,19 @@ def main():
     ax[1][2].set_ylabel("MB/s")
     ax[1][2].set_title("full-stripe reads by readers (paper: 3.3x better scaling)")
     ax[1][2].legend()
+    vs = r["volume_striping"]
+    vr = vs["rounds"]
+    ax[0][3].plot([x["readers"] for x in vr], [x["conventional_mb_s"] for x in vr], "o-",
+                  label=f"fixed {vs['conventional_chunk_sectors']}-sector chunks")
+    ax[0][3].plot([x["readers"] for x in vr], [x["track_aligned_mb_s"] for x in vr], "o-",
+                  label="raid0-tracks")
+    ax[0][3].set_xscale("log", base=2)
+    ax[0][3].set_xlabel("readers (rounds of full-stripe reads)")
+    ax[0][3].set_ylabel("MB/s")
+    ax[0][3].set_title(f"volume engine (raid0-tracks), {vs['members']} units:\n"
+                       f"x{vr[0]['gain']:.2f} (1 reader) -> x{vr[-1]['gain']:.2f} (16)")
+    ax[0][3].legend()
+    ax[1][3].axis("off")
     fig.suptitle(f"Track alignment, {r['profile']} unit {r['unit']} (virtual time)")
     fig.tight_layout()
     fig.savefig(RESULTS / "tracks.png", dpi=110)
@@ -121,6 +136,9 @@ def main():
     summary["striping_gain"] = st["gain"]
     summary["readers"] = [(x["readers"], round(x["conventional_mb_s"], 1),
                            round(x["track_aligned_mb_s"], 1)) for x in st["readers"]]
+    summary["volume_readers"] = [(x["readers"], round(x["conventional_mb_s"], 1),
+                                  round(x["track_aligned_mb_s"], 1), round(x["gain"], 2))
+                                 for x in vr]
     summary["matches_model"] = all(x["matches_model"] for x in e)
     print(json.dumps(summary, indent=1))
 

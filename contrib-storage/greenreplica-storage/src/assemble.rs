@@ -256,6 +256,14 @@ pub fn assemble_stores(
     if smallest <= DATA_OFFSET {
         bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
     }
+    if tracks::wants_tracks(spec) {
+        let member_tracks = tracks::member_tracks(spec, &stores, smallest - DATA_OFFSET)?;
+        let layout = tracks::layout(&member_tracks, smallest - DATA_OFFSET)
+            .with_context(|| format!("volume {name}"))?;
+        let volume = assemble_layout(spec, clock, state_dir, stores.clone(), layout)?;
+        tracks::store_missing(spec, &stores, &member_tracks)?;
+        return Ok(volume);
+    }
     let layout = layout::build_with(
         spec.layout,
         spec.members.len(),
@@ -597,6 +605,10 @@ fn open_write_intent(
 mod crash_tests;
 #[cfg(test)]
 mod ido_crash_tests;
+mod tracks;
+#[cfg(test)]
+mod tracks_tests;
+
 #[cfg(test)]
 mod ido_surrogate_crash_tests;
 #[cfg(test)]

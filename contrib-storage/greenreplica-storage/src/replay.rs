@@ -163,13 +163,25 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let mode = profile.default_mode_index();
     let clock = Arc::new(VirtualClock::new());
     let member_bytes = opts.member_bytes.unwrap_or(profile.capacity_bytes);
-    let layout = layout::build_with(
-        opts.layout,
-        opts.members,
-        member_bytes,
-        opts.stripe_unit,
-        &opts.layout_options,
-    )?;
+    // Track-aligned layouts: member i is unit i of the model, and its chunks are that
+    // unit's tracks.
+    let tracks = opts.layout.name() == layout::raid0_tracks::NAME;
+    let layout: Box<dyn layout::Personality> = if tracks {
+        let maps = (0..opts.members)
+            .map(|i| {
+                layout::raid0_tracks::model_tracks(&opts.profile, Some(i as u64), member_bytes)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
+    } else {
+        layout::build_with(
+            opts.layout,
+            opts.members,
+            member_bytes,
+            opts.stripe_unit,
+            &opts.layout_options,
+        )?
+    };
     if let Some(f) = &opts.failure {
         if f.member >= opts.members {
             anyhow::bail!(
@@ -189,25 +201,28 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         None => profile.clone(),
     };
     let slots = (0..opts.members)
-        .map(|member| {
-            let profile = if layout.role(member) == layout::Role::Flash {
+        .map(|i| {
+            let member_profile = if tracks {
+                let mut p = (*profile).clone();
+                p.unit = Some(i as u64);
+                Arc::new(p)
+            } else if layout.role(i) == layout::Role::Flash {
                 flash.clone()
             } else {
                 profile.clone()
             };
-            let mode = profile.default_mode_index();
+            let mode = member_profile.default_mode_index();
+            let queue = member_profile.queue.clone();
             let mut drive = Drive::new(
-                profile.clone(),
+                member_profile,
                 mode,
                 opts.policy.build(opts.start_stop_budget_per_day),
                 0.0,
                 Ledger::default(),
             );
             drive.set_queueing(
-                opts.queue_depth
-                    .unwrap_or(profile.queue.depth)
-                    .clamp(1, 1024),
-                opts.scheduler.unwrap_or(profile.queue.scheduler),
+                opts.queue_depth.unwrap_or(queue.depth).clamp(1, 1024),
+                opts.scheduler.unwrap_or(queue.scheduler),
             );
             MemberSlot::new(null(), drive, Health::InSync)
         })
@@ -419,6 +434,26 @@ mod tests {
         let e = r.figures.energy_joules;
         assert!((e - 22_300.0).abs() < 5.0, "{e}");
         assert!(r.figures.response_ms.max < 30.0);
+    }
+
+    /// A track-aligned replay: member i is unit i, and a read of exactly the first track
+    /// of member 0 (its first chunk) is one command on member 0 only.
+    #[test]
+    fn a_track_aligned_replay_reads_whole_member_tracks() {
+        let first = layout::raid0_tracks::model_tracks("maxtor-atlas-10k-v", Some(0), 1 << 30)
+            .unwrap()
+            .start(1);
+        let read = format!("0,h,0,Read,0,{first},0");
+        let path = trace("tracks", &[read.as_str()]);
+        let mut opts = options(path.clone(), "always-on");
+        opts.profile = "maxtor-atlas-10k-v".into();
+        opts.layout = layout::raid0_tracks::NAME.parse().unwrap();
+        opts.members = 3;
+        let r = replay(&opts).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let reads: Vec<_> = r.members.iter().map(|m| m.figures.reads).collect();
+        assert_eq!(reads, vec![1, 0, 0]);
+        assert_eq!(r.stripe_unit % 512, 0);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{
-    Ido, LayoutError, LayoutOptions, Personality, Qmd, Raid10, Raid56, Rolo, RoloFlavour, Single,
+    Ido, LayoutError, LayoutOptions, Personality, Qmd, Raid0Tracks, Raid10, Raid56, Rolo,
+    RoloFlavour, Single,
 };
 use crate::parity::Level;
 
@@ -143,6 +144,13 @@ pub static REGISTRY: &[Registration] = &[
         default_members: 6,
         check: Ido::check6s,
         build: |s| Ok(Box::new(Ido::with_surrogates(Level::Raid6, s)?)),
+    },
+    // Track alignment (issue 18): chunks are the members' own tracks.
+    Registration {
+        name: super::raid0_tracks::NAME,
+        default_members: 4,
+        check: Raid0Tracks::check,
+        build: |s| Ok(Box::new(Raid0Tracks::new(s)?)),
     },
 ];
 

@@ -101,6 +101,8 @@ pub struct TracksBench {
     pub aligned_vs_normal_diff: f64,
     pub stream: Stream,
     pub striping: Striping,
+    /// The same comparison through the volume engine (`raid0-tracks`).
+    pub volume_striping: super::volume_bench::VolumeStriping,
     pub extraction: Vec<ExtractionTime>,
 }
 
@@ -426,6 +428,24 @@ pub fn run(
     };
 
     let striping = striping(&profile, samples, seed)?;
+    let volume_striping = {
+        let units: Vec<DriveProfile> = (0..STRIPE_MEMBERS)
+            .map(|u| {
+                let mut p = profile.clone();
+                p.unit = Some(u);
+                p
+            })
+            .collect();
+        let maps = units
+            .iter()
+            .map(|p| {
+                TrackMap::from_model(p, STRIPE_REGION_SECTORS)?
+                    .truncated(STRIPE_REGION_SECTORS)
+                    .ok_or_else(|| anyhow::anyhow!("no whole track"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        super::volume_bench::run(&units, &maps, samples, seed)?
+    };
 
     let mut extraction = Vec::new();
     for u in 0..units {
@@ -452,6 +472,7 @@ pub fn run(
         aligned_vs_normal_diff,
         stream,
         striping,
+        volume_striping,
         extraction,
     })
 }

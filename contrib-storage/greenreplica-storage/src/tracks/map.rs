@@ -85,6 +85,51 @@ impl TrackMap {
         self.split(first, widened - first)
     }
 
+    /// The same tracks in other units (`scale` units per sector: bytes per sector).
+    pub fn scaled(&self, scale: u64) -> Result<Self> {
+        let mul = |v: u64| {
+            v.checked_mul(scale)
+                .ok_or_else(|| anyhow::anyhow!("track map overflows when scaled by {scale}"))
+        };
+        Ok(Self {
+            starts: self.starts.iter().map(|&s| mul(s)).collect::<Result<_>>()?,
+            sectors: mul(self.sectors)?,
+        })
+    }
+
+    /// The whole tracks that lie below `limit` (None: not even the first).
+    pub fn truncated(&self, limit: u64) -> Option<Self> {
+        let whole = (0..self.tracks())
+            .take_while(|&i| self.start(i + 1) <= limit)
+            .count();
+        if whole == 0 {
+            return None;
+        }
+        Some(Self {
+            starts: self.starts[..whole].to_vec(),
+            sectors: self.start(whole),
+        })
+    }
+
+    /// The tracks of a drive model (a profile with its unit) up to `limit` sectors: what
+    /// extraction would find on that emulated drive (its tests check exactly that).
+    pub fn from_model(profile: &crate::profile::DriveProfile, limit: u64) -> Result<Self> {
+        if profile.rpm == 0 {
+            bail!("profile {} is flash: it has no tracks", profile.name);
+        }
+        let g = crate::drive::geometry::Geometry::from_profile(profile);
+        let end = g.total_sectors().min(limit);
+        let mut boundaries = Vec::new();
+        let mut lba = 0;
+        while lba < end {
+            lba += g.track_run(lba, u64::MAX).lbas;
+            if lba < end {
+                boundaries.push(lba);
+            }
+        }
+        Self::new(&boundaries, end)
+    }
+
     /// The stored form: runs of equal track sizes.
     pub fn run_lengths(&self) -> Vec<TrackRunLength> {
         let mut runs: Vec<TrackRunLength> = Vec::new();

@@ -26,8 +26,10 @@ pub mod device;
 pub mod emulated;
 pub mod map;
 pub mod report;
+pub mod stored;
 #[cfg(test)]
 mod tests;
+pub mod volume_bench;
 
 use std::collections::VecDeque;
 

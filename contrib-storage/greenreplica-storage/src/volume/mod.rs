@@ -403,3 +403,5 @@ mod qmd_tests;
 mod rolo_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tracks_tests;

@@ -1,0 +1,117 @@
+//! A track-aligned volume assembled from files: its members' boundary lists are stored at
+//! creation (from each member's drive model unit), read back at reassembly, and a corrupt
+//! list refuses the volume with the reason.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::*;
+use crate::clock::VirtualClock;
+use crate::member::SystemRunner;
+use crate::tracks::map::TrackMap;
+use crate::tracks::stored;
+
+fn spec(dir: &Path) -> VolumeSpec {
+    VolumeSpec {
+        name: "t".into(),
+        layout: "raid0-tracks".parse().unwrap(),
+        stripe_unit: 65536,
+        policy: PolicySpec::AlwaysOn,
+        start_stop_budget_per_day: 48,
+        rebuild_mb_s: 100.0,
+        bitmap_region: 1 << 20,
+        integrity: IntegritySettings::default(),
+        layout_options: Default::default(),
+        trace: None,
+        members: (0..3)
+            .map(|i| MemberSpec {
+                kind: MemberKind::File,
+                path: dir.join(format!("m{i}.img")),
+                size: Some(16 << 20),
+                profile: "maxtor-atlas-10k-v".into(),
+                standby_mode: None,
+                drive_seed: Some(i + 1),
+                inject_read_errors: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("grs-asm-tracks-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn open(spec: &VolumeSpec, dir: &Path) -> Result<Arc<Volume>> {
+    let runner: Arc<dyn CommandRunner> = Arc::new(SystemRunner);
+    assemble(spec, Arc::new(VirtualClock::new()), dir, &runner)
+}
+
+fn stored_list(path: &Path) -> Option<TrackMap> {
+    let m = FileMember::open_or_create(MemberKind::File, path, 16 << 20).unwrap();
+    stored::load(&m).unwrap().map(|(map, _)| map)
+}
+
+#[test]
+fn boundary_lists_are_stored_at_creation_and_read_back_at_assembly() {
+    let dir = tmp("lists");
+    let s = spec(&dir);
+    let v = open(&s, &dir).unwrap();
+    let cap = v.capacity();
+    let data: Vec<u8> = (0..cap).map(|i| (i % 251) as u8).collect();
+    v.write(0, &data).unwrap();
+    drop(v);
+    // Each member keeps its own unit's tracks: the lists differ between members.
+    let lists: Vec<TrackMap> = s
+        .members
+        .iter()
+        .map(|m| stored_list(&m.path).expect("a stored list"))
+        .collect();
+    assert!(lists.windows(2).any(|w| w[0].start(1) != w[1].start(1)));
+    for (m, list) in s.members.iter().zip(&lists) {
+        let mut p = DriveProfile::load(&m.profile).unwrap();
+        p.unit = m.drive_seed;
+        let model = TrackMap::from_model(&p, (16 << 20) / 512).unwrap();
+        assert_eq!(list.start(1), model.start(1));
+    }
+    let v = open(&s, &dir).unwrap();
+    assert_eq!(v.capacity(), cap);
+    let mut back = vec![0u8; cap as usize];
+    v.read(0, &mut back).unwrap();
+    assert!(back == data, "data read back through the stored lists");
+    drop(v);
+
+    // A changed drive seed does not change a stored list: it was found once and is kept.
+    let mut other = s.clone();
+    other.members[1].drive_seed = Some(40);
+    let v = open(&other, &dir).unwrap();
+    assert_eq!(v.capacity(), cap);
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_corrupt_boundary_list_refuses_the_volume_with_the_reason() {
+    let dir = tmp("corrupt");
+    let s = spec(&dir);
+    drop(open(&s, &dir).unwrap());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&s.members[2].path)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let at = stored::STORED_AT + 40;
+    f.read_exact_at(&mut byte, at).unwrap();
+    f.write_all_at(&[byte[0] ^ 0x10], at).unwrap();
+    drop(f);
+    let err = format!("{:#}", open(&s, &dir).unwrap_err());
+    assert!(
+        err.contains("member 2") && err.contains("checksum"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,225 @@
+//! A member's boundary list kept in its own metadata area (between the member header and
+//! the data), in TrackMap's run-length form with a checksum, so it is found once and read
+//! back at every assembly. What is read is never trusted: the magic, the version, the run
+//! count, every run and the total are checked before anything is expanded, and the
+//! checksum before any of it is used.
+
+use anyhow::{bail, Context, Result};
+
+use super::map::{TrackMap, TrackRunLength};
+use super::WINDOW;
+use crate::journal::format::crc32c;
+use crate::member::Member;
+use crate::superblock::DATA_OFFSET;
+
+/// Where the list starts in the member (after the 4 KiB member header, before the data).
+pub const STORED_AT: u64 = 64 << 10;
+const MAGIC: &[u8; 8] = b"GRTRACKS";
+const VERSION: u32 = 1;
+/// magic, version, sector bytes, runs, total sectors, checksum.
+const HEAD: usize = 8 + 4 + 4 + 4 + 8 + 4;
+const RUN: usize = 16;
+/// Runs that fit the metadata area.
+pub const MAX_RUNS: usize = ((DATA_OFFSET - STORED_AT) as usize - HEAD) / RUN;
+
+/// The bytes stored for `map` (tracks in sectors of `sector_bytes`).
+pub fn encode(map: &TrackMap, sector_bytes: u32) -> Result<Vec<u8>> {
+    let runs = map.run_lengths();
+    if runs.len() > MAX_RUNS {
+        bail!(
+            "the boundary list has {} runs of equal track sizes; a member's metadata area holds {MAX_RUNS}",
+            runs.len()
+        );
+    }
+    let mut out = Vec::with_capacity(HEAD + runs.len() * RUN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&sector_bytes.to_le_bytes());
+    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+    out.extend_from_slice(&map.sectors().to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for r in &runs {
+        out.extend_from_slice(&r.size.to_le_bytes());
+        out.extend_from_slice(&r.count.to_le_bytes());
+    }
+    let crc = crc32c(&out);
+    out[HEAD - 4..HEAD].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// The list back from its bytes (`Ok(None)`: none stored). `device_sectors` bounds it: a
+/// list that describes more than the member holds is refused.
+pub fn decode(bytes: &[u8], device_sectors: u64) -> Result<Option<(TrackMap, u32)>> {
+    if bytes.len() < HEAD || bytes[..8] != MAGIC[..] {
+        return Ok(None);
+    }
+    let version = u32_at(bytes, 8);
+    if version != VERSION {
+        bail!("stored boundary list has version {version}; this agent reads {VERSION}");
+    }
+    let sector_bytes = u32_at(bytes, 12);
+    if !(512..=65536).contains(&sector_bytes) || !sector_bytes.is_power_of_two() {
+        bail!("stored boundary list has a sector size of {sector_bytes} bytes");
+    }
+    let runs = u32_at(bytes, 16) as usize;
+    if runs == 0 || runs > MAX_RUNS {
+        bail!("stored boundary list claims {runs} runs (1 to {MAX_RUNS} fit)");
+    }
+    let end = HEAD + runs * RUN;
+    if bytes.len() < end {
+        bail!("stored boundary list is cut short");
+    }
+    let stored_crc = u32_at(bytes, HEAD - 4);
+    let mut copy = bytes[..end].to_vec();
+    copy[HEAD - 4..HEAD].fill(0);
+    if crc32c(&copy) != stored_crc {
+        bail!("stored boundary list fails its checksum");
+    }
+    let total = u64_at(bytes, 20);
+    let mut sum: u64 = 0;
+    let mut list = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let at = HEAD + i * RUN;
+        let r = TrackRunLength {
+            size: u64_at(bytes, at),
+            count: u64_at(bytes, at + 8),
+        };
+        // Extraction never finds a track shorter than its window; this also bounds the
+        // number of tracks expanded below to the member's size / WINDOW.
+        if r.size < WINDOW || r.count == 0 {
+            bail!(
+                "stored boundary list run {i} has tracks of {} sectors, {} times",
+                r.size,
+                r.count
+            );
+        }
+        sum = r
+            .size
+            .checked_mul(r.count)
+            .and_then(|n| sum.checked_add(n))
+            .filter(|&s| s <= device_sectors)
+            .with_context(|| {
+                format!("stored boundary list runs past the member's {device_sectors} sectors")
+            })?;
+        list.push(r);
+    }
+    if sum != total {
+        bail!("stored boundary list covers {sum} sectors but says {total}");
+    }
+    Ok(Some((TrackMap::from_run_lengths(&list)?, sector_bytes)))
+}
+
+/// Keep `map` in `member`'s metadata area.
+pub fn store(member: &dyn Member, map: &TrackMap, sector_bytes: u32) -> Result<()> {
+    let bytes = encode(map, sector_bytes)?;
+    member
+        .write_at(&bytes, STORED_AT)
+        .and_then(|()| member.flush())
+        .with_context(|| format!("{}: cannot store its boundary list", member.describe()))
+}
+
+/// The boundary list kept in `member`'s metadata area, if any; an invalid one is an error.
+pub fn load(member: &dyn Member) -> Result<Option<(TrackMap, u32)>> {
+    let name = member.describe();
+    let area = (DATA_OFFSET - STORED_AT) as usize;
+    if member.size() < DATA_OFFSET {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; area];
+    member
+        .read_at(&mut bytes, STORED_AT)
+        .with_context(|| format!("{name}: cannot read its boundary list"))?;
+    let device_sectors = member.size() / 512;
+    decode(&bytes, device_sectors).with_context(|| format!("member {name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member::memory::MemMember;
+
+    fn sample() -> TrackMap {
+        // Three zones' worth of sizes with a defect-shortened track between them.
+        let mut b = Vec::new();
+        let mut at = 0;
+        for size in [1196, 1196, 1196, 1100, 1196, 1025, 1025] {
+            at += size;
+            b.push(at);
+        }
+        let end = b.pop().unwrap();
+        TrackMap::new(&b, end).unwrap()
+    }
+
+    #[test]
+    fn a_stored_list_round_trips_through_a_member() {
+        let m = MemMember::new(4 << 20);
+        assert!(load(m.as_ref()).unwrap().is_none(), "nothing stored yet");
+        store(m.as_ref(), &sample(), 512).unwrap();
+        let (back, sector) = load(m.as_ref()).unwrap().unwrap();
+        assert_eq!(back, sample());
+        assert_eq!(sector, 512);
+    }
+
+    #[test]
+    fn a_corrupt_list_is_refused_with_a_clear_error() {
+        let good = encode(&sample(), 512).unwrap();
+        for at in [8, 12, 16, 20, HEAD - 2, HEAD + 3, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x40;
+            let err = format!("{:#}", decode(&bad, 1 << 30).unwrap_err());
+            assert!(err.contains("stored boundary list"), "byte {at}: {err}");
+        }
+        let err = format!(
+            "{:#}",
+            decode(&good[..good.len() - 3], 1 << 30).unwrap_err()
+        );
+        assert!(err.contains("cut short"), "{err}");
+    }
+
+    /// A list forged with a valid checksum is still bounded before it is expanded.
+    #[test]
+    fn a_hostile_list_with_a_good_checksum_is_refused() {
+        let forge = |runs: &[(u64, u64)], total: u64, claimed: u32| {
+            let mut out = Vec::new();
+            out.extend_from_slice(MAGIC);
+            out.extend_from_slice(&VERSION.to_le_bytes());
+            out.extend_from_slice(&512u32.to_le_bytes());
+            out.extend_from_slice(&claimed.to_le_bytes());
+            out.extend_from_slice(&total.to_le_bytes());
+            out.extend_from_slice(&[0; 4]);
+            for &(s, c) in runs {
+                out.extend_from_slice(&s.to_le_bytes());
+                out.extend_from_slice(&c.to_le_bytes());
+            }
+            let crc = crc32c(&out);
+            out[HEAD - 4..HEAD].copy_from_slice(&crc.to_le_bytes());
+            out.resize(out.len() + 64, 0);
+            decode(&out, 1 << 20).map(|o| o.map(|(m, _)| m.tracks()))
+        };
+        // Billions of one-sector tracks (would exhaust memory if expanded).
+        assert!(forge(&[(1, 1 << 40)], 1 << 40, 1).is_err());
+        // Tracks beyond the member.
+        assert!(forge(&[(1000, 1 << 20)], 1000 << 20, 1).is_err());
+        // Overflow.
+        assert!(forge(&[(u64::MAX / 2, 3)], 0, 1).is_err());
+        // More runs claimed than fit, or none.
+        assert!(forge(&[(1000, 2)], 2000, MAX_RUNS as u32 + 1).is_err());
+        assert!(forge(&[], 0, 0).is_err());
+        // A total that disagrees with the runs.
+        assert!(forge(&[(1000, 2)], 3000, 1).is_err());
+        // The honest version of the same list is accepted.
+        assert_eq!(forge(&[(1000, 2)], 2000, 1).unwrap(), Some(2));
+    }
+}
