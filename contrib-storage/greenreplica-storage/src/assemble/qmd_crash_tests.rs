@@ -33,6 +33,7 @@ fn spec(dir: &Path) -> VolumeSpec {
                 profile: "test-fast".into(),
                 standby_mode: None,
                 inject_read_errors: Vec::new(),
+                drive_seed: None,
             })
             .collect(),
     }
