@@ -7,6 +7,10 @@
 //! it). The other spin-up of the paper, the write buffer above its fill threshold, is the
 //! layout's: its forced flush writes to the sleeping disk, which wakes it.
 //!
+//! A pair the layout reports cold (QMD's partial on-line mirrors: it holds cold ranges and
+//! no hot ones) sleeps whole: once its second disk sleeps, its active disk follows after
+//! `sleep_epochs` more quiet epochs (reads of its data wake it; a busy one wakes the second).
+//!
 //! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.
 
 use std::fmt;
@@ -228,6 +232,8 @@ impl PowerManager for Utilization {
                 continue;
             }
             let (ua, us) = (util[a], util[s]);
+            let cold = view.cold_groups.contains(&a);
+            let active_awake = !asleep(active.state);
             let seen = self.seen(s);
             if asleep(second.state) {
                 seen.low = 0;
@@ -235,6 +241,18 @@ impl PowerManager for Utilization {
                 if seen.high >= p.wake_epochs {
                     seen.high = 0;
                     actions.push(PowerAction::Wake { member: s });
+                } else if cold && active_awake {
+                    // A pair holding only cold data sleeps whole: its active disk follows
+                    // the second after as many quiet epochs.
+                    let seen = self.seen(a);
+                    seen.low = if ua < p.sleep_below { seen.low + 1 } else { 0 };
+                    if seen.low >= p.sleep_epochs && seen.granted.is_none() {
+                        seen.low = 0;
+                        actions.push(PowerAction::Sleep(SleepGrant {
+                            member: a,
+                            mode: None,
+                        }));
+                    }
                 }
             } else {
                 seen.high = 0;
@@ -288,6 +306,7 @@ mod tests {
             redundant: true,
             groups: vec![vec![0, 1], vec![2]],
             hinted: None,
+            cold_groups: Vec::new(),
         }
     }
 
@@ -329,6 +348,37 @@ mod tests {
         assert_eq!(
             u.on_tick(&view(44.0, &asleep, &busy)),
             vec![PowerAction::Wake { member: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_cold_pair_sleeps_whole_and_a_normal_one_keeps_its_active_disk() {
+        let mut u = Utilization::new(UtilizationParams {
+            sleep_epochs: 3,
+            ..UtilizationParams::default()
+        });
+        let busy = [0.0; 3];
+        let asleep = [PowerState::Idle, PowerState::Standby, PowerState::Idle];
+        u.on_tick(&view(0.0, &asleep, &busy));
+        for epoch in 1..=5 {
+            assert!(
+                u.on_tick(&view(epoch as f64, &asleep, &busy)).is_empty(),
+                "a pair not marked cold keeps its active disk"
+            );
+        }
+        let mut cold = view(6.0, &asleep, &busy);
+        cold.cold_groups = vec![0];
+        let mut slept = None;
+        for epoch in 6..=10 {
+            cold.now = epoch as f64;
+            if !u.on_tick(&cold).is_empty() {
+                slept.get_or_insert(epoch);
+            }
+        }
+        assert_eq!(
+            slept,
+            Some(8),
+            "three quiet epochs, then the active disk sleeps"
         );
     }
 
