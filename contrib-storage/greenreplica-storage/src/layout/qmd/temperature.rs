@@ -84,9 +84,24 @@ impl Temperatures {
                 }
             }
         }
-        if t != Temperature::Normal {
-            self.ranges.insert(start, (end, t));
+        if t == Temperature::Normal {
+            return;
         }
+        // Adjacent ranges of one temperature merge (a file's extents are often contiguous).
+        let (mut start, mut end) = (start, end);
+        if let Some((&s, &(e, old))) = self.ranges.range(..start).next_back() {
+            if e == start && old == t {
+                self.ranges.remove(&s);
+                start = s;
+            }
+        }
+        if let Some(&(e, old)) = self.ranges.get(&end) {
+            if old == t {
+                self.ranges.remove(&end);
+                end = e;
+            }
+        }
+        self.ranges.insert(start, (end, t));
     }
 
     /// The table with `extents` (volume offset, length; checked by the caller to lie within
@@ -185,6 +200,8 @@ mod tests {
             t.iter().collect::<Vec<_>>(),
             vec![(0, 40, Cold), (40, 60, Hot), (60, 100, Cold)]
         );
+        let merged = t.with(&[(100, 50), (40, 20)], Cold).unwrap();
+        assert_eq!(merged.iter().collect::<Vec<_>>(), vec![(0, 150, Cold)]);
         let t = t.with(&[(30, 40)], Normal).unwrap();
         assert_eq!(
             t.iter().collect::<Vec<_>>(),
