@@ -3,6 +3,7 @@
 //! personality, and the new table is journaled and committed before the answer, so it
 //! survives an agent restart.
 
+use super::status::TemperatureSummary;
 use super::{Volume, VolumeError};
 use crate::layout::Plan;
 
@@ -30,5 +31,22 @@ impl Volume {
     /// The marked ranges: (offset, length, "hot" or "cold").
     pub fn temperatures(&self) -> Vec<(u64, u64, &'static str)> {
         self.layout.temperatures()
+    }
+
+    /// The marked ranges summed, for the status.
+    pub fn temperature_summary(&self) -> TemperatureSummary {
+        let mut s = TemperatureSummary {
+            cold_groups: self.layout.cold_groups(),
+            ..TemperatureSummary::default()
+        };
+        for (_, len, t) in self.temperatures() {
+            s.ranges += 1;
+            if t == "hot" {
+                s.hot_bytes += len;
+            } else {
+                s.cold_bytes += len;
+            }
+        }
+        s
     }
 }
