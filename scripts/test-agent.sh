@@ -53,7 +53,7 @@ members = 3
 member_kind = "emulated-hdd"
 member_size = "512MiB"
 profile = "test-fast"
-policy = "utilization"
+policy = "utilization:sleep_epochs=3"
 CONF
 	"$bin" serve --config "$dir/agent.toml" >>"$dir/agent.log" 2>&1 &
 	echo $! >"$dir/agent.pid"

@@ -22,6 +22,26 @@ ok($status->{ok}, 'the agent describes the QMD volume');
 is($status->{volume}{layout}, 'qmd', 'the volume is QMD');
 is($status->{volume}{temperatures}{ranges}, 0, 'nothing is marked yet');
 
+# The power states of the pair's two disks (members 0 and 1; 2 is the flash).
+sub pair_states
+{
+	my $v = GreenReplica::agent_request({ op => 'volume', volume => $volume })->{volume};
+	return map { $_->{state} } @{ $v->{members} }[ 0, 1 ];
+}
+
+# Idle and unmarked, the utilization policy (3 quiet epochs) lets the second
+# disk sleep and keeps the active one up.
+my $second_asleep = 0;
+for (1 .. 120)
+{
+	my ($active, $second) = pair_states();
+	if ($second eq 'standby') { $second_asleep = 1; last; }
+	sleep 1;
+}
+ok($second_asleep, 'idle, the second disk sleeps');
+sleep 8;
+isnt((pair_states())[0], 'standby', 'an unmarked pair keeps its active disk spinning');
+
 my $sent = $standby->safe_psql('postgres',
 	"SELECT greenreplica_set_tablespace_temperature('data', 'cold')");
 cmp_ok($sent, '>', 0, "the tablespace's files mapped to $sent volume extents");
@@ -32,6 +52,17 @@ cmp_ok($status->{volume}{temperatures}{cold_bytes}, '>=', 8192 * 100,
 is($status->{volume}{temperatures}{hot_bytes}, 0, 'and no hot ones');
 is_deeply($status->{volume}{temperatures}{cold_groups}, [0],
 	'the only pair holds cold data only: it may sleep whole');
+
+my $both_asleep = 0;
+for (1 .. 120)
+{
+	my ($active, $second) = pair_states();
+	if ($active eq 'standby' && $second eq 'standby') { $both_asleep = 1; last; }
+	sleep 1;
+}
+ok($both_asleep, 'marked cold, the pair sleeps whole (both disks)');
+is_deeply(table_fingerprints($standby), table_fingerprints($primary),
+	"the standby's data equals the primary's");
 
 $standby->safe_psql('postgres',
 	"SELECT greenreplica_set_tablespace_temperature('data', 'hot')");
