@@ -16,7 +16,7 @@
 use std::fmt;
 
 use crate::clock::Seconds;
-use crate::power_manager::{ArrayView, PowerAction, PowerManager, SleepGrant};
+use crate::power_manager::{ArrayView, PowerAction, PowerManager, SleepGrant, WakeCause};
 use crate::power_state::PowerState;
 
 /// The policy's parameters, as written after `utilization:` in the configuration.
@@ -181,6 +181,25 @@ impl PowerManager for Utilization {
             "the volume's power policy is utilization:{} (sleep requests need cooperative)",
             self.params
         ))
+    }
+
+    /// A client's wake spins up every live member but those of cold pairs (reads of their
+    /// data wake them on demand), unless a hinted read needs them.
+    fn decide_wake(&self, view: &ArrayView) -> (Vec<usize>, WakeCause) {
+        let cold: Vec<usize> = view
+            .groups
+            .iter()
+            .filter(|g| g.iter().min().is_some_and(|m| view.cold_groups.contains(m)))
+            .flatten()
+            .copied()
+            .collect();
+        let needed = |m: usize| view.hinted.as_ref().is_some_and(|h| h.contains(&m));
+        let members = view
+            .live()
+            .map(|m| m.index)
+            .filter(|&m| !cold.contains(&m) || needed(m))
+            .collect();
+        (members, WakeCause::Request)
     }
 
     fn grant_sleep(&mut self, member: usize, now: Seconds) {
@@ -379,6 +398,27 @@ mod tests {
             slept,
             Some(8),
             "three quiet epochs, then the active disk sleeps"
+        );
+    }
+
+    #[test]
+    fn a_client_wake_leaves_cold_pairs_asleep_unless_a_hinted_read_needs_them() {
+        let u = Utilization::new(UtilizationParams::default());
+        let states = [PowerState::Standby; 5];
+        let mut v = view(0.0, &states, &[0.0; 5]);
+        v.groups = vec![vec![0, 1], vec![2, 3], vec![4]];
+        assert_eq!(u.decide_wake(&v).0, vec![0, 1, 2, 3, 4]);
+        v.cold_groups = vec![2];
+        assert_eq!(
+            u.decide_wake(&v),
+            (vec![0, 1, 4], WakeCause::Request),
+            "the cold pair stays asleep"
+        );
+        v.hinted = Some(vec![2]);
+        assert_eq!(
+            u.decide_wake(&v).0,
+            vec![0, 1, 2, 4],
+            "a hinted read needs member 2"
         );
     }
 
