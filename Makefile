@@ -86,15 +86,16 @@ OBJS = \
 	src/gr_redo.o \
 	src/gr_shmem.o \
 	src/gr_status.o \
+	src/gr_temperature.o \
 	src/gr_window.o \
 	src/gr_worker.o
 PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
-DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql
+DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql greenreplica--0.5--0.6.sql
 
-REGRESS = status guc plan
+REGRESS = status guc plan temperature
 # The library must be preloaded, so pg_regress runs its own instance.
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_regress \
 	--temp-config=$(CURDIR)/sql/greenreplica.conf

@@ -44,6 +44,16 @@ member_kind = "emulated-hdd"
 member_size = "512MiB"
 profile = "ultrastar-36z15"
 policy = "cooperative:600"
+
+# QMD (a mirrored pair plus a flash member, the last) for the tablespace temperatures.
+[[template]]
+name = "tap-qmd"
+layout = "qmd"
+members = 3
+member_kind = "emulated-hdd"
+member_size = "512MiB"
+profile = "test-fast"
+policy = "utilization:sleep_epochs=3"
 CONF
 	"$bin" serve --config "$dir/agent.toml" >>"$dir/agent.log" 2>&1 &
 	echo $! >"$dir/agent.pid"

@@ -328,3 +328,37 @@ gr_agent_hint(const GrExtent *extents, int count, int *recorded,
 		*recorded = (int) n;
 	return true;
 }
+
+bool
+gr_agent_set_temperature(const GrExtent *extents, int count, const char *temperature,
+						 int *ranges, char *err, size_t errlen)
+{
+	StringInfoData extra;
+	Jsonb	   *jb;
+	double		n;
+	int			i;
+
+	initStringInfo(&extra);
+	appendStringInfoString(&extra, "\"temperature\":");
+	escape_json(&extra, temperature);
+	appendStringInfoString(&extra, ",\"extents\":[");
+	for (i = 0; i < count; i++)
+		appendStringInfo(&extra, "%s[" UINT64_FORMAT "," UINT64_FORMAT "]",
+						 i > 0 ? "," : "", extents[i].offset, extents[i].length);
+	appendStringInfoChar(&extra, ']');
+	jb = gr_agent_call(gr_agent_request("set_temperature", extra.data), err, errlen);
+	pfree(extra.data);
+	*ranges = 0;
+	if (jb == NULL)
+		return false;
+	if (!gr_json_ok(jb))
+	{
+		/* The agent's own words: a layout without temperatures, too many ranges. */
+		snprintf(err, errlen, "the storage agent refused set_temperature");
+		gr_json_string(&jb->root, "error", err, errlen);
+		return false;
+	}
+	if (gr_json_number(&jb->root, "ranges", &n))
+		*ranges = (int) n;
+	return true;
+}

@@ -35,6 +35,11 @@ struct GrExtent;
 extern bool gr_agent_hint(const struct GrExtent *extents, int count, int *recorded,
 						  char *err, size_t errlen);
 
+/* Mark volume extents hot, cold or normal; *ranges is what the agent holds. */
+extern bool gr_agent_set_temperature(const struct GrExtent *extents, int count,
+									 const char *temperature, int *ranges,
+									 char *err, size_t errlen);
+
 /* True when an agent is configured (greenreplica.agent_socket). */
 extern bool gr_agent_configured(void);
 

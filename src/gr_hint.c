@@ -60,8 +60,11 @@ gr_hint_append(GrHintExtents *hint, uint64 offset, uint64 length)
 	hint->count++;
 }
 
-/* The physical extents of bytes [start, start + length) of an open file. */
-static void
+/*
+ * The physical extents of bytes [start, start + length) of an open file,
+ * appended to hint (also the tablespace temperatures' map, gr_temperature.c).
+ */
+void
 gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint)
 {
 	union

@@ -505,6 +505,17 @@ impl Agent {
                 let answer = self.get(&volume)?.volume.range_asleep(offset, len)?;
                 json!({"ok": true, "volume": volume, "range": answer})
             }
+            Request::SetTemperature {
+                volume,
+                extents,
+                temperature,
+            } => {
+                let ranges = self
+                    .get(&volume)?
+                    .volume
+                    .set_temperature(&extents, &temperature)?;
+                json!({"ok": true, "volume": volume, "ranges": ranges})
+            }
             Request::Scrub { volume, repair } => {
                 let report = self.get(&volume)?.volume.scrub(repair.unwrap_or(true))?;
                 json!({"ok": true, "volume": volume, "report": report})

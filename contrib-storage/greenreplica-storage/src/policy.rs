@@ -372,6 +372,7 @@ mod tests {
             redundant: n > 1,
             groups: vec![(0..n).collect()],
             hinted: None,
+            cold_groups: Vec::new(),
         }
     }
 

@@ -64,6 +64,9 @@ pub struct ArrayView {
     pub groups: Vec<Vec<usize>>,
     /// The members a read of the hinted extents needs (None: no hint given).
     pub hinted: Option<Vec<usize>>,
+    /// Groups (by their lowest member) holding only cold data (QMD's partial on-line
+    /// mirrors): a policy may let all of their members sleep.
+    pub cold_groups: Vec<usize>,
 }
 
 impl ArrayView {

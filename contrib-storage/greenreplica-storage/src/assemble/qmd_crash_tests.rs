@@ -135,3 +135,42 @@ fn the_flash_index_comes_back_after_a_crash_and_serves_the_acknowledged_writes()
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Partial on-line mirrors: the hot and cold ranges set through the engine are journaled
+/// and committed before the answer, so an agent killed right after (and after a checkpoint
+/// and a further change) comes back with the same table.
+#[test]
+fn temperatures_come_back_after_a_crash() {
+    // Its own directory: tmp() is the other test's, which runs in parallel.
+    let dir = std::env::temp_dir().join(format!("grs-qmd-temperature-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = spec(&dir);
+    let v = open(&s, &dir);
+    v.set_temperature(&[(0, 1 << 20)], "cold").unwrap();
+    v.set_temperature(&[(65536, 65536)], "hot").unwrap();
+    let first = v.temperatures();
+    assert_eq!(
+        first,
+        vec![
+            (0, 65536, "cold"),
+            (65536, 65536, "hot"),
+            (131072, (1 << 20) - 131072, "cold")
+        ]
+    );
+    drop(v); // killed: no flush, no shutdown after the answer
+    let v = open(&s, &dir);
+    assert_eq!(v.temperatures(), first, "the journaled table");
+    v.checkpoint_metadata().unwrap();
+    v.set_temperature(&[(0, 65536)], "normal").unwrap();
+    let second = v.temperatures();
+    drop(v);
+    let v = open(&s, &dir);
+    assert_eq!(
+        v.temperatures(),
+        second,
+        "the checkpoint image, then the change after it"
+    );
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}

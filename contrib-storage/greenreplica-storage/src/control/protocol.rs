@@ -58,6 +58,12 @@ pub enum Request {
         offset: u64,
         len: u64,
     },
+    /// Mark volume extents hot, cold or normal (QMD's partial on-line mirrors; journaled).
+    SetTemperature {
+        volume: String,
+        extents: Vec<(u64, u64)>,
+        temperature: String,
+    },
 }
 
 pub const OPS: &[&str] = &[
@@ -74,6 +80,7 @@ pub const OPS: &[&str] = &[
     "remove_volume",
     "scrub",
     "range_asleep",
+    "set_temperature",
 ];
 
 /// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.
@@ -150,6 +157,21 @@ mod tests {
         );
         assert!(parse(r#"{"op":"range_asleep","volume":"v","offset":-1,"len":1}"#).is_err());
         assert!(parse(r#"{"op":"range_asleep","volume":"v","offset":0}"#).is_err());
+        assert_eq!(
+            parse(
+                r#"{"op":"set_temperature","volume":"v","extents":[[0,8192]],"temperature":"cold"}"#
+            ),
+            Ok(Request::SetTemperature {
+                volume: "v".into(),
+                extents: vec![(0, 8192)],
+                temperature: "cold".into()
+            })
+        );
+        assert!(parse(r#"{"op":"set_temperature","volume":"v","extents":[[0,1]]}"#).is_err());
+        assert!(parse(
+            r#"{"op":"set_temperature","volume":"v","extents":[[0,-1]],"temperature":"hot"}"#
+        )
+        .is_err());
         assert_eq!(
             parse(r#"{"op":"scrub","volume":"v"}"#),
             Ok(Request::Scrub {

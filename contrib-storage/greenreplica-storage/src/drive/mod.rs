@@ -482,6 +482,7 @@ impl Drive {
             redundant: false,
             groups: vec![vec![self.power.power_link().member()]],
             hinted: None,
+            cold_groups: Vec::new(),
         };
         let grants = self
             .power

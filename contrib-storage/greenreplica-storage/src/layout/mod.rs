@@ -381,6 +381,31 @@ pub trait Personality: Send + Sync + fmt::Debug {
         true
     }
 
+    /// Mark volume extents `temperature` ("hot", "cold" or "normal"; QMD's partial on-line
+    /// mirrors); the change is handed out by `journal_records`. Returns the ranges now
+    /// marked. Layouts without temperatures refuse.
+    fn set_temperature(
+        &self,
+        _extents: &[(u64, u64)],
+        _temperature: &str,
+    ) -> Result<usize, String> {
+        Err(format!(
+            "layout {} keeps no hot or cold ranges",
+            self.kind()
+        ))
+    }
+
+    /// The marked ranges: (offset, length, "hot" or "cold").
+    fn temperatures(&self) -> Vec<(u64, u64, &'static str)> {
+        Vec::new()
+    }
+
+    /// Sync groups (by their lowest member) holding only cold data: a policy may let every
+    /// member of them sleep.
+    fn cold_groups(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// Bytes of memory the personality's own metadata takes (zone tables, maps).
     fn metadata_bytes(&self) -> u64 {
         0

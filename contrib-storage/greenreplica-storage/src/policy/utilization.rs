@@ -7,12 +7,16 @@
 //! it). The other spin-up of the paper, the write buffer above its fill threshold, is the
 //! layout's: its forced flush writes to the sleeping disk, which wakes it.
 //!
+//! A pair the layout reports cold (QMD's partial on-line mirrors: it holds cold ranges and
+//! no hot ones) sleeps whole: once its second disk sleeps, its active disk follows after
+//! `sleep_epochs` more quiet epochs (reads of its data wake it; a busy one wakes the second).
+//!
 //! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.
 
 use std::fmt;
 
 use crate::clock::Seconds;
-use crate::power_manager::{ArrayView, PowerAction, PowerManager, SleepGrant};
+use crate::power_manager::{ArrayView, PowerAction, PowerManager, SleepGrant, WakeCause};
 use crate::power_state::PowerState;
 
 /// The policy's parameters, as written after `utilization:` in the configuration.
@@ -179,6 +183,25 @@ impl PowerManager for Utilization {
         ))
     }
 
+    /// A client's wake spins up every live member but those of cold pairs (reads of their
+    /// data wake them on demand), unless a hinted read needs them.
+    fn decide_wake(&self, view: &ArrayView) -> (Vec<usize>, WakeCause) {
+        let cold: Vec<usize> = view
+            .groups
+            .iter()
+            .filter(|g| g.iter().min().is_some_and(|m| view.cold_groups.contains(m)))
+            .flatten()
+            .copied()
+            .collect();
+        let needed = |m: usize| view.hinted.as_ref().is_some_and(|h| h.contains(&m));
+        let members = view
+            .live()
+            .map(|m| m.index)
+            .filter(|&m| !cold.contains(&m) || needed(m))
+            .collect();
+        (members, WakeCause::Request)
+    }
+
     fn grant_sleep(&mut self, member: usize, now: Seconds) {
         self.seen(member).granted = Some(now);
     }
@@ -228,6 +251,8 @@ impl PowerManager for Utilization {
                 continue;
             }
             let (ua, us) = (util[a], util[s]);
+            let cold = view.cold_groups.contains(&a);
+            let active_awake = !asleep(active.state);
             let seen = self.seen(s);
             if asleep(second.state) {
                 seen.low = 0;
@@ -235,6 +260,18 @@ impl PowerManager for Utilization {
                 if seen.high >= p.wake_epochs {
                     seen.high = 0;
                     actions.push(PowerAction::Wake { member: s });
+                } else if cold && active_awake {
+                    // A pair holding only cold data sleeps whole: its active disk follows
+                    // the second after as many quiet epochs.
+                    let seen = self.seen(a);
+                    seen.low = if ua < p.sleep_below { seen.low + 1 } else { 0 };
+                    if seen.low >= p.sleep_epochs && seen.granted.is_none() {
+                        seen.low = 0;
+                        actions.push(PowerAction::Sleep(SleepGrant {
+                            member: a,
+                            mode: None,
+                        }));
+                    }
                 }
             } else {
                 seen.high = 0;
@@ -288,6 +325,7 @@ mod tests {
             redundant: true,
             groups: vec![vec![0, 1], vec![2]],
             hinted: None,
+            cold_groups: Vec::new(),
         }
     }
 
@@ -329,6 +367,58 @@ mod tests {
         assert_eq!(
             u.on_tick(&view(44.0, &asleep, &busy)),
             vec![PowerAction::Wake { member: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_cold_pair_sleeps_whole_and_a_normal_one_keeps_its_active_disk() {
+        let mut u = Utilization::new(UtilizationParams {
+            sleep_epochs: 3,
+            ..UtilizationParams::default()
+        });
+        let busy = [0.0; 3];
+        let asleep = [PowerState::Idle, PowerState::Standby, PowerState::Idle];
+        u.on_tick(&view(0.0, &asleep, &busy));
+        for epoch in 1..=5 {
+            assert!(
+                u.on_tick(&view(epoch as f64, &asleep, &busy)).is_empty(),
+                "a pair not marked cold keeps its active disk"
+            );
+        }
+        let mut cold = view(6.0, &asleep, &busy);
+        cold.cold_groups = vec![0];
+        let mut slept = None;
+        for epoch in 6..=10 {
+            cold.now = epoch as f64;
+            if !u.on_tick(&cold).is_empty() {
+                slept.get_or_insert(epoch);
+            }
+        }
+        assert_eq!(
+            slept,
+            Some(8),
+            "three quiet epochs, then the active disk sleeps"
+        );
+    }
+
+    #[test]
+    fn a_client_wake_leaves_cold_pairs_asleep_unless_a_hinted_read_needs_them() {
+        let u = Utilization::new(UtilizationParams::default());
+        let states = [PowerState::Standby; 5];
+        let mut v = view(0.0, &states, &[0.0; 5]);
+        v.groups = vec![vec![0, 1], vec![2, 3], vec![4]];
+        assert_eq!(u.decide_wake(&v).0, vec![0, 1, 2, 3, 4]);
+        v.cold_groups = vec![2];
+        assert_eq!(
+            u.decide_wake(&v),
+            (vec![0, 1, 4], WakeCause::Request),
+            "the cold pair stays asleep"
+        );
+        v.hinted = Some(vec![2]);
+        assert_eq!(
+            u.decide_wake(&v).0,
+            vec![0, 1, 2, 4],
+            "a hinted read needs member 2"
         );
     }
 

@@ -16,6 +16,7 @@ mod range_sleep;
 mod resync;
 mod runner;
 mod status;
+mod temperature;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -401,6 +402,8 @@ mod layout_props;
 mod qmd_tests;
 #[cfg(test)]
 mod rolo_tests;
+#[cfg(test)]
+mod temperature_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

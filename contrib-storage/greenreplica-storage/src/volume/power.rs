@@ -114,6 +114,7 @@ impl Volume {
             redundant: self.layout.redundant(),
             groups: self.layout.sync_groups(),
             hinted,
+            cold_groups: self.layout.cold_groups(),
         }
     }
 
@@ -232,7 +233,7 @@ impl Volume {
     }
 
     /// Bounds and count of client extents (each within the volume, no overflow).
-    fn check_extents(&self, extents: &[(u64, u64)]) -> Result<(), VolumeError> {
+    pub(super) fn check_extents(&self, extents: &[(u64, u64)]) -> Result<(), VolumeError> {
         if extents.len() > MAX_HINT_EXTENTS {
             return Err(VolumeError::Io {
                 volume: self.name.clone(),

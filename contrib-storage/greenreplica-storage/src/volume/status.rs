@@ -26,12 +26,23 @@ pub struct VolumeStatus {
     pub energy_joules: f64,
     pub ledger: Ledger,
     pub hints: usize,
+    /// Hot and cold ranges (QMD's partial on-line mirrors), summed.
+    pub temperatures: TemperatureSummary,
     /// Memory of the layout's own metadata (IDO's zone table), in bytes.
     pub layout_metadata_bytes: u64,
     pub resync_pending_regions: usize,
     pub last_scrub: Option<serde_json::Value>,
     pub bitmap_dirty_regions: Option<usize>,
     pub members: Vec<MemberStatus>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TemperatureSummary {
+    pub ranges: usize,
+    pub hot_bytes: u64,
+    pub cold_bytes: u64,
+    /// Sync groups (by their lowest member) holding only cold data.
+    pub cold_groups: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -122,6 +133,7 @@ impl Volume {
             energy_joules: total.energy_joules,
             ledger: total,
             hints: self.hints().len(),
+            temperatures: self.temperature_summary(),
             layout_metadata_bytes: self.layout.metadata_bytes(),
             resync_pending_regions: self.resync_pending(),
             last_scrub: self.last_scrub(),

@@ -766,7 +766,8 @@ fn the_status_view_keeps_the_protocol_fields() {
             "profile",
             "resync_pending_regions",
             "state",
-            "stripe_unit"
+            "stripe_unit",
+            "temperatures"
         ]
     );
     assert_eq!(

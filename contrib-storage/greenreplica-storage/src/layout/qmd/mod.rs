@@ -16,6 +16,7 @@
 mod extents;
 mod flush;
 mod index;
+mod temperature;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -34,10 +35,13 @@ use extents::{Extents, VolumeInfo};
 use flush::Flush;
 pub use flush::FlushParams;
 use index::{Entry, MirrorIndex};
+use temperature::{Temperature, Temperatures};
 
 const REC_BUFFERED: u16 = 1;
 const REC_CLEAN: u16 = 2;
 const REC_VOLUME_INFO: u16 = 3;
+/// The whole temperature table (hot and cold ranges), after each change.
+const REC_TEMPERATURE: u16 = 4;
 
 /// Largest flash extent (the paper's 1 GB).
 const MAX_EXTENT: u64 = 1 << 30;
@@ -54,6 +58,8 @@ struct State {
     /// Flash writes planned and not yet completed: flash offset → (pair, home, len).
     planned: HashMap<u64, (usize, u64, u64)>,
     outbox: Vec<LayoutRecord>,
+    /// Hot and cold volume ranges (partial on-line mirrors).
+    temperatures: Temperatures,
 }
 
 #[derive(Debug)]
@@ -115,6 +121,7 @@ impl Qmd {
                 flush: Flush::new(pairs, params),
                 planned: HashMap::new(),
                 outbox: Vec::new(),
+                temperatures: Temperatures::default(),
             }),
         })
     }
@@ -142,6 +149,31 @@ impl Qmd {
     fn volume_offset(&self, pair: usize, home: u64) -> u64 {
         let row = home / self.stripe_unit;
         (row * self.pairs as u64 + pair as u64) * self.stripe_unit + home % self.stripe_unit
+    }
+
+    /// The pairs volume bytes `start..end` touch (every pair once the range spans a row).
+    fn pairs_of(&self, start: u64, end: u64) -> Vec<usize> {
+        if start >= end {
+            return Vec::new();
+        }
+        let (first, last) = (start / self.stripe_unit, (end - 1) / self.stripe_unit);
+        if last - first + 1 >= self.pairs as u64 {
+            return (0..self.pairs).collect();
+        }
+        let mut pairs: Vec<usize> = (first..=last)
+            .map(|c| (c % self.pairs as u64) as usize)
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs
+    }
+
+    /// Pairs holding cold bytes and no hot ones: the policy may let both disks sleep.
+    fn cold_pairs(&self, temperatures: &Temperatures) -> Vec<usize> {
+        let pairs_of = |s, e| self.pairs_of(s, e);
+        let cold = temperatures.pairs_marked(Temperature::Cold, self.pairs, pairs_of);
+        let hot = temperatures.pairs_marked(Temperature::Hot, self.pairs, pairs_of);
+        (0..self.pairs).filter(|&p| cold[p] && !hot[p]).collect()
     }
 
     /// The second disk of `pair` is up: it can serve about as soon as the readiest member
@@ -327,6 +359,9 @@ impl Qmd {
                 let next = rd.u64()?;
                 st.extents.restore(VolumeInfo { extents, next })?;
             }
+            REC_TEMPERATURE => {
+                st.temperatures = Temperatures::from_payload(&r.payload, self.capacity())?;
+            }
             other => return Err(format!("unknown qmd record kind {other}")),
         }
         Ok(())
@@ -387,6 +422,13 @@ fn buffered_record(pair: usize, home: u64, e: &Entry) -> LayoutRecord {
     LayoutRecord {
         kind: REC_BUFFERED,
         payload,
+    }
+}
+
+fn temperature_record(t: &Temperatures) -> LayoutRecord {
+    LayoutRecord {
+        kind: REC_TEMPERATURE,
+        payload: t.payload(),
     }
 }
 
@@ -557,6 +599,7 @@ impl Personality for Qmd {
         st.extents.restore(VolumeInfo::default())?;
         st.planned.clear();
         st.outbox.clear();
+        st.temperatures = Temperatures::default();
         if let Some(mut bytes) = image {
             while !bytes.is_empty() {
                 let mut rd = Reader(bytes);
@@ -601,7 +644,10 @@ impl Personality for Qmd {
 
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
         let st = lock(&self.state);
-        let mut records = vec![volume_info_record(&st.extents.info)];
+        let mut records = vec![
+            volume_info_record(&st.extents.info),
+            temperature_record(&st.temperatures),
+        ];
         for (pair, index) in st.index.iter().enumerate() {
             records.extend(
                 index
@@ -660,6 +706,43 @@ impl Personality for Qmd {
             }
         }
         Ok(())
+    }
+
+    /// Mark volume extents (checked by the engine to lie within the volume) hot, cold or
+    /// normal; the new table is journaled whole. Returns the ranges the table holds.
+    fn set_temperature(&self, extents: &[(u64, u64)], temperature: &str) -> Result<usize, String> {
+        let t = Temperature::parse(temperature)?;
+        if let Some(&(offset, len)) = extents
+            .iter()
+            .find(|&&(o, l)| o.checked_add(l).is_none_or(|e| e > self.capacity()))
+        {
+            return Err(format!(
+                "extent {offset}+{len} is beyond the volume's {} bytes",
+                self.capacity()
+            ));
+        }
+        let mut st = lock(&self.state);
+        let next = st.temperatures.with(extents, t)?;
+        let n = next.len();
+        st.outbox.push(temperature_record(&next));
+        st.temperatures = next;
+        Ok(n)
+    }
+
+    fn temperatures(&self) -> Vec<(u64, u64, &'static str)> {
+        let st = lock(&self.state);
+        st.temperatures
+            .iter()
+            .map(|(s, e, t)| (s, e - s, if t == Temperature::Hot { "hot" } else { "cold" }))
+            .collect()
+    }
+
+    fn cold_groups(&self) -> Vec<usize> {
+        let st = lock(&self.state);
+        self.cold_pairs(&st.temperatures)
+            .into_iter()
+            .map(|p| 2 * p)
+            .collect()
     }
 
     fn recover(

@@ -1,0 +1,139 @@
+//! Partial on-line mirrors on the engine: a QMD volume of two pairs whose second pair holds
+//! only cold ranges sleeps whole (both disks) under the utilization policy through a
+//! workload on the hot ranges of the first pair; every byte reads back as written.
+
+use std::sync::Arc;
+
+use super::tests::{data_of, memory_volume};
+use crate::clock::VirtualClock;
+use crate::layout::LayoutKind;
+use crate::policy::PolicySpec;
+use crate::power_state::PowerState;
+use crate::sync::lock;
+use crate::synth::Rng;
+
+const CHUNK: u64 = 16384;
+
+#[test]
+fn a_cold_pair_sleeps_whole_through_a_workload_on_the_hot_pair() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    let chunks = cap / CHUNK;
+    // Chunk c sits on pair c % 2: even chunks hot (pair 0), odd ones cold (pair 1).
+    let mut model = vec![0u8; cap as usize];
+    let mut rng = Rng(0x16b);
+    for c in 0..chunks {
+        let data: Vec<u8> = (0..CHUNK).map(|_| rng.next() as u8).collect();
+        v.write(c * CHUNK, &data).unwrap();
+        model[(c * CHUNK) as usize..((c + 1) * CHUNK) as usize].copy_from_slice(&data);
+    }
+    let hot: Vec<(u64, u64)> = (0..chunks).step_by(2).map(|c| (c * CHUNK, CHUNK)).collect();
+    let cold: Vec<(u64, u64)> = (1..chunks).step_by(2).map(|c| (c * CHUNK, CHUNK)).collect();
+    assert_eq!(v.set_temperature(&cold, "cold").unwrap(), cold.len());
+    v.set_temperature(&hot, "hot").unwrap();
+    assert_eq!(
+        v.layout().cold_groups(),
+        vec![2],
+        "pair 1 holds only cold data"
+    );
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    let mut both_asleep_at = None;
+    let mut woke_after_sleeping = false;
+    // 60 s of a light workload (a few 4 KiB requests a second) on the hot chunks only.
+    for step in 0..600 {
+        let c = 2 * (rng.next() % chunks.div_ceil(2));
+        let offset = c * CHUNK + (rng.next() % (CHUNK / 4096)) * 4096;
+        if step % 2 == 0 {
+            let data: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+            v.write(offset, &data).unwrap();
+            model[offset as usize..offset as usize + 4096].copy_from_slice(&data);
+        } else {
+            let mut buf = vec![0u8; 4096];
+            v.read(offset, &mut buf).unwrap();
+            assert!(
+                buf == model[offset as usize..offset as usize + 4096],
+                "step {step}"
+            );
+        }
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+        if asleep(2) && asleep(3) {
+            both_asleep_at.get_or_insert(step);
+        } else if both_asleep_at.is_some() {
+            woke_after_sleeping = true;
+        }
+    }
+    let slept = both_asleep_at.expect("the cold pair's two disks went to sleep");
+    assert!(slept < 300, "asleep after {slept} steps");
+    assert!(
+        !woke_after_sleeping,
+        "the hot workload never woke the cold pair"
+    );
+    assert!(!asleep(0), "the hot pair's active disk kept spinning");
+    assert!(
+        data_of(&stores[2]) == data_of(&stores[3]),
+        "the cold pair's copies are equal"
+    );
+    let cold_range = v.range_asleep(CHUNK, CHUNK).unwrap();
+    assert_eq!(
+        (cold_range.members, cold_range.asleep),
+        (vec![2], vec![2]),
+        "a cold range answers asleep"
+    );
+    assert!(cold_range.ready_in_s > 0.0);
+    assert!(
+        v.range_asleep(0, CHUNK).unwrap().asleep.is_empty(),
+        "a hot range is up"
+    );
+    // Reading cold data wakes the cold pair and returns what was written.
+    let mut buf = vec![0u8; cap as usize];
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as written");
+    assert!(
+        !asleep(2),
+        "a read of cold data woke the cold pair's active disk"
+    );
+}
+
+#[test]
+fn set_temperature_refuses_hostile_input_and_other_layouts() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    let cap = v.capacity();
+    assert!(
+        v.set_temperature(&[(cap, 1)], "cold").is_err(),
+        "beyond the end"
+    );
+    assert!(
+        v.set_temperature(&[(u64::MAX, 2)], "cold").is_err(),
+        "overflow"
+    );
+    let err = v.set_temperature(&[(0, 4096)], "warm").unwrap_err();
+    assert!(err.to_string().contains("hot, cold or normal"), "{err}");
+    let many: Vec<(u64, u64)> = (0..20_000).map(|i| (i, 1)).collect();
+    assert!(
+        v.set_temperature(&many, "cold").is_err(),
+        "too many extents"
+    );
+    let spread: Vec<(u64, u64)> = (0..5000).map(|i| (i * 4, 1)).collect();
+    let err = v.set_temperature(&spread, "cold").unwrap_err();
+    assert!(err.to_string().contains("more than 4096 ranges"), "{err}");
+    assert!(
+        v.temperatures().is_empty(),
+        "a refused change leaves nothing marked"
+    );
+    v.set_temperature(&[(0, 4096)], "cold").unwrap();
+    assert_eq!(v.temperatures(), vec![(0, 4096, "cold")]);
+    let (raid10, _) = memory_volume(LayoutKind::RAID10, 4, clock, CHUNK);
+    let err = raid10.set_temperature(&[(0, 4096)], "cold").unwrap_err();
+    assert!(
+        err.to_string().contains("keeps no hot or cold ranges"),
+        "{err}"
+    );
+}

@@ -1,0 +1,33 @@
+-- Marking tablespaces hot or cold on the storage agent's volume.
+CREATE EXTENSION greenreplica;
+
+-- A temperature other than hot, cold or normal is refused first.
+SELECT greenreplica_set_tablespace_temperature('pg_default', 'warm');
+SELECT greenreplica_set_tablespace_temperature('pg_default', '');
+
+-- An unknown tablespace.
+SELECT greenreplica_set_tablespace_temperature('no_such_tablespace', 'cold');
+
+-- This instance has no storage agent.
+SELECT greenreplica_set_tablespace_temperature('pg_default', 'cold');
+
+-- NULLs are no request at all.
+SELECT greenreplica_set_tablespace_temperature(NULL, 'cold') IS NULL AS no_request;
+
+-- Not for ordinary roles: it drives the storage of the whole server.
+CREATE ROLE gr_nobody;
+SET ROLE gr_nobody;
+SELECT greenreplica_set_tablespace_temperature('pg_default', 'cold');
+RESET ROLE;
+DROP ROLE gr_nobody;
+
+DROP EXTENSION greenreplica;
+
+-- 0.5 updates to 0.6, which brings the function.
+CREATE EXTENSION greenreplica VERSION '0.5';
+SELECT count(*) AS before FROM pg_proc
+ WHERE proname = 'greenreplica_set_tablespace_temperature';
+ALTER EXTENSION greenreplica UPDATE TO '0.6';
+SELECT count(*) AS after FROM pg_proc
+ WHERE proname = 'greenreplica_set_tablespace_temperature';
+DROP EXTENSION greenreplica;

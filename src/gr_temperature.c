@@ -1,0 +1,177 @@
+/*-------------------------------------------------------------------------
+ *
+ * gr_temperature.c
+ *	  greenreplica_set_tablespace_temperature(): mark a tablespace hot, cold
+ *	  or normal on the storage agent's volume.
+ *
+ * A DBA thinks in tablespaces, the agent in volume byte ranges (QMD's
+ * partial on-line mirrors: a mirrored pair holding only cold ranges may
+ * sleep whole).  The function maps every file of the tablespace to its
+ * physical extents with FIEMAP (the same map as the window's hint, see
+ * gr_hint.c) and sends them with the agent's "set_temperature" op.  The
+ * filesystem of a tablespace on an agent volume sits directly on the
+ * volume's device, so its physical offsets are the volume's; a tablespace on
+ * the filesystem of pg_wal (pg_default, pg_global, by design the always-on
+ * log volume) is refused.  The extents are those of the files now: a
+ * relation that grows later keeps its new extents unmarked until the
+ * function runs again.
+ *
+ * It runs wherever greenreplica.agent_socket names an agent: on the standby
+ * whose data volume the agent serves (a primary normally has none).  It only
+ * reads the catalog and the filesystem, so hot standby allows it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xlog_internal.h"
+#include "catalog/pg_tablespace_d.h"
+#include "commands/tablespace.h"
+#include "common/relpath.h"
+#include "fmgr.h"
+#include "storage/fd.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "gr_agent.h"
+#include "gr_window.h"
+
+PG_FUNCTION_INFO_V1(greenreplica_set_tablespace_temperature);
+
+/* The directory holding a tablespace's database directories. */
+static char *
+gr_tablespace_dir(Oid spcoid)
+{
+	if (spcoid == DEFAULTTABLESPACE_OID)
+		return pstrdup("base");
+	if (spcoid == GLOBALTABLESPACE_OID)
+		return pstrdup("global");
+	return psprintf("pg_tblspc/%u/%s", spcoid, TABLESPACE_VERSION_DIRECTORY);
+}
+
+/* Append the extents of every regular file under dir (one level of subdirectories). */
+static void
+gr_map_directory(const char *dir, int depth, GrHintExtents *extents)
+{
+	DIR		   *d = AllocateDir(dir);
+	struct dirent *de;
+
+	while ((de = ReadDir(d, dir)) != NULL && !extents->truncated)
+	{
+		char	   *path;
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		path = psprintf("%s/%s", dir, de->d_name);
+		if (lstat(path, &st) != 0)
+		{
+			/* a relation dropped meanwhile */
+			pfree(path);
+			continue;
+		}
+		if (S_ISDIR(st.st_mode) && depth > 0)
+			gr_map_directory(path, depth - 1, extents);
+		else if (S_ISREG(st.st_mode) && st.st_size > 0)
+		{
+			int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+
+			if (fd >= 0)
+			{
+				extents->files++;
+				gr_hint_map(fd, 0, (uint64) st.st_size, extents);
+				CloseTransientFile(fd);
+			}
+		}
+		pfree(path);
+	}
+	FreeDir(d);
+}
+
+static int
+gr_extent_cmp(const void *a, const void *b)
+{
+	const GrExtent *x = a;
+	const GrExtent *y = b;
+
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return 0;
+}
+
+/*
+ * greenreplica_set_tablespace_temperature(tablespace name, temperature text)
+ * returns the number of volume extents sent.
+ */
+Datum
+greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
+{
+	char	   *spcname = NameStr(*PG_GETARG_NAME(0));
+	char	   *temperature = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Oid			spcoid;
+	char	   *dir;
+	struct stat wal_st;
+	struct stat spc_st;
+	GrHintExtents extents;
+	char		err[256];
+	int			ranges;
+
+	if (strcmp(temperature, "hot") != 0 && strcmp(temperature, "cold") != 0 &&
+		strcmp(temperature, "normal") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid temperature \"%s\"", temperature),
+				 errhint("Valid temperatures are \"hot\", \"cold\" and \"normal\".")));
+
+	spcoid = get_tablespace_oid(spcname, false);
+
+	if (!gr_agent_configured())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no storage agent is configured"),
+				 errhint("Set greenreplica.agent_socket and greenreplica.agent_volume.")));
+
+	dir = gr_tablespace_dir(spcoid);
+	if (stat(XLOGDIR, &wal_st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat directory \"%s\": %m", XLOGDIR)));
+	if (stat(dir, &spc_st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat directory \"%s\": %m", dir)));
+	if (spc_st.st_dev == wal_st.st_dev)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("tablespace \"%s\" is on the file system of pg_wal, not on a storage agent volume",
+						spcname)));
+
+	extents.count = 0;
+	extents.files = 0;
+	extents.truncated = false;
+	extents.extents = palloc(sizeof(GrExtent) * GR_HINT_MAX_EXTENTS);
+	gr_map_directory(dir, 1, &extents);
+	if (extents.truncated)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("tablespace \"%s\" has more than %d extents", spcname,
+						GR_HINT_MAX_EXTENTS)));
+	qsort(extents.extents, extents.count, sizeof(GrExtent), gr_extent_cmp);
+
+	if (!gr_agent_set_temperature(extents.extents, extents.count, temperature,
+								  &ranges, err, sizeof(err)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not mark tablespace \"%s\" %s on the storage agent",
+						spcname, temperature),
+				 errdetail_internal("%s", err)));
+
+	ereport(DEBUG1,
+			(errmsg_internal("tablespace \"%s\": %d files, %d extents marked %s; the agent holds %d ranges",
+							 spcname, extents.files, extents.count, temperature, ranges)));
+	PG_RETURN_INT32(extents.count);
+}
