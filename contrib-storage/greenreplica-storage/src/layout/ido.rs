@@ -388,6 +388,25 @@ impl Ido {
     }
 }
 
+impl Ido {
+    /// VDF keeps the failed disk's blocks: a read whose plan reconstructs lost bytes (it
+    /// touched the failed member where the rebuild has not been) is queued for a copy to
+    /// the surrogate at its first read; a read of the survivors alone is not kept.
+    fn admit_victim_read(st: &mut SurState, offset: u64, len: u64, plan: &Plan) {
+        let victim = plan
+            .compute
+            .iter()
+            .any(|c| matches!(c, Compute::Reconstruct { .. }));
+        if !victim || st.since_failure.len() >= WORKOUT_TRACKED {
+            return;
+        }
+        let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+        if st.since_failure.insert((offset, len), 1).is_none() && !redirected {
+            st.popular.push_back((offset, len));
+        }
+    }
+}
+
 /// Append `part` (planned for the caller's bytes from `caller`) to `plan`.
 fn append(plan: &mut Plan, part: Plan, caller: u64) {
     let base = plan.scratch.len();
@@ -515,11 +534,15 @@ impl Personality for Ido {
                 if mode == Mode::WorkOut && degraded {
                     self.count_since_failure(&mut st, offset, len);
                 }
-                if !st.in_use() {
-                    drop(st);
-                    return self.plan_home(kind, offset, len, views);
+                let plan = if st.in_use() {
+                    self.plan_read(&mut st, offset, len, views)?
+                } else {
+                    self.plan_home(kind, offset, len, views)?
+                };
+                if mode == Mode::Vdf && degraded {
+                    Self::admit_victim_read(&mut st, offset, len, &plan);
                 }
-                self.plan_read(&mut st, offset, len, views)
+                Ok(plan)
             }
             IoKind::Write => {
                 let s = st.head;
@@ -975,7 +998,7 @@ impl Personality for Ido {
         prefix
     }
 
-    /// `rebuild` = "ido" (default), "workout" or "pr"; `zone_size` in bytes (3-24 MiB,
+    /// `rebuild` = "ido" (default), "workout", "vdf" or "pr"; `zone_size` in bytes (3-24 MiB,
     /// rounded down to whole stripes; only before any rebuild).
     fn option_places_data(&self, key: &str) -> bool {
         key != "rebuild"
@@ -985,11 +1008,13 @@ impl Personality for Ido {
         match key {
             "rebuild" => {
                 let mode: Mode = value.parse()?;
-                if mode == Mode::WorkOut && !self.surrogate {
+                if matches!(mode, Mode::WorkOut | Mode::Vdf) && !self.surrogate {
                     return Err(format!(
-                        "rebuild = \"workout\" redirects to a surrogate set; layout {} has \
+                        "rebuild = \"{}\" redirects to a surrogate set; layout {} has \
                          none (use {}-s)",
-                        self.kind, self.kind
+                        mode.name(),
+                        self.kind,
+                        self.kind
                     ));
                 }
                 *lock(&self.mode) = mode;

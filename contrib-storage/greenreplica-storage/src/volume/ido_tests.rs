@@ -329,3 +329,49 @@ fn writes_redirected_to_the_surrogate_do_not_hold_the_rebuild_at_its_minimum() {
         "IDO's writes go to the surrogate: rebuilt at {ido} s; PR's reach the array: {pr} s"
     );
 }
+
+#[test]
+fn vdf_keeps_a_read_of_the_failed_member_at_once_and_not_one_of_the_survivors() {
+    let (v, stores, data) = surrogate_volume("vdf");
+    v.fail_member(1, "test: pulled");
+    v.replace_member(1, MemMember::new(MEMBER)).unwrap();
+    // Both data chunks of three stripes, read once each: parity rotates over the three
+    // members, so two of the six reads need member 1's bytes (reconstructed).
+    let len = 8192u64;
+    let mut buf = vec![0u8; len as usize];
+    let mut kept = Vec::new();
+    for stripe in 50..53u64 {
+        for chunk in 0..2u64 {
+            let at = stripe * ZONE + chunk * CHUNK + 4096;
+            v.read(at, &mut buf).unwrap();
+            match v.layout_background_step().unwrap() {
+                0 => {}
+                n => {
+                    assert_eq!(n, len, "the request's bytes copied");
+                    kept.push(at);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        kept.len(),
+        2,
+        "the reads of the failed member only: {kept:?}"
+    );
+    assert_eq!(
+        surrogate_bytes(&stores, 3, 0, len),
+        data[kept[0] as usize..(kept[0] + len) as usize],
+        "the first kept request's bytes on the surrogate"
+    );
+    v.read(kept[0], &mut buf).unwrap();
+    assert_eq!(v.layout_background_step().unwrap(), 0, "kept once");
+    assert!(
+        read_all(&v) == data,
+        "every byte, the kept ones from the surrogate"
+    );
+    while v.rebuild_step(1, ZONE_M).unwrap().is_some() {}
+    v.drain_layout_background().unwrap();
+    assert_eq!(v.layout().next_wakeup(0.0), None, "reclaimed, D Map empty");
+    assert!(read_all(&v) == data);
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
