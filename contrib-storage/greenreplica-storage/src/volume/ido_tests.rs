@@ -375,3 +375,49 @@ fn vdf_keeps_a_read_of_the_failed_member_at_once_and_not_one_of_the_survivors() 
     assert!(read_all(&v) == data);
     assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
 }
+
+/// The first zones a rebuild of member 1 copies after zone 40 was read five times, `idle`
+/// seconds of volume ticks passed (epochs of 1 s), and zone 20 was read once.
+fn first_zones_after_idle(idle: f64) -> Vec<u64> {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume("raid5-ido".parse().unwrap(), 3, clock.clone(), CHUNK);
+    v.layout().set_option("epoch_s", "1").unwrap();
+    let data = pattern(v.capacity());
+    v.write(0, &data).unwrap();
+    let mut buf = vec![0u8; 4096];
+    v.tick();
+    for _ in 0..5 {
+        v.read(40 * ZONE, &mut buf).unwrap();
+    }
+    clock.advance_to(idle);
+    v.tick();
+    v.read(20 * ZONE, &mut buf).unwrap();
+    let before = lock(&stores[1].bytes)[DATA_OFFSET as usize..].to_vec();
+    v.fail_member(1, "test: pulled");
+    let fresh = MemMember::new(MEMBER);
+    v.replace_member(1, fresh.clone()).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        v.rebuild_step(1, ZONE_M).unwrap();
+        for z in rebuilt_zones(&fresh, &before) {
+            if !order.contains(&z) {
+                order.push(z);
+            }
+        }
+    }
+    order
+}
+
+#[test]
+fn with_epoch_s_the_volume_tick_ages_popularity_so_an_old_hot_zone_cools() {
+    assert_eq!(
+        first_zones_after_idle(0.5),
+        vec![40, 20],
+        "within one epoch"
+    );
+    assert_eq!(
+        first_zones_after_idle(3.5),
+        vec![20, 0],
+        "three epochs halve 5 reads to 0: zone 40 is cold now"
+    );
+}
