@@ -34,6 +34,10 @@ check)
 		say "storage agent: RAID6 under PostgreSQL (two members failed and rebuilt, kill -9 x3)"
 		LAYOUT=raid6 ROUNDS=3 bash tests/raid5-root.sh
 	fi
+	if [ -f tests/ido-root.sh ]; then
+		say "storage agent: IDO under PostgreSQL (a member failed under pgbench, writes redirected to the surrogate pair, rebuilt, reclaimed)"
+		bash tests/ido-root.sh
+	fi
 	;;
 *)
 	die "usage: scripts/storage.sh build|check"

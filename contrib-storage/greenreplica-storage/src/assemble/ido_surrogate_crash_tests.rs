@@ -270,3 +270,10 @@ fn workout_s_popular_reads_and_redirected_writes_survive_failures_and_crashes() 
         run_sequence("workout", seed * 7_927, 400);
     }
 }
+
+#[test]
+fn vdf_s_kept_victim_reads_and_redirected_writes_survive_failures_and_crashes() {
+    for seed in 1..=6u64 {
+        run_sequence("vdf", seed * 6_151, 400);
+    }
+}

@@ -49,6 +49,17 @@ pub const MAX_ZONE_OPTION: u64 = 24 << 20;
 const RECLAIM_BYTES: u64 = 1 << 20;
 /// Migrated zones may take this share (1/2) of the surrogate; the rest is for writes.
 const MIGRATION_SHARE_DIV: u64 = 2;
+/// Epoch lengths the `epoch_s` option accepts (a day at most).
+const MAX_EPOCH_S: f64 = 86_400.0;
+
+/// The `epoch_s` option: popularity halves every `period` seconds of the volume's clock
+/// (seen at each volume tick, through `next_wakeup`), as in the paper.
+#[derive(Debug, Clone, Copy)]
+struct EpochClock {
+    period: Seconds,
+    /// When the current epoch began (the first tick after the option was set).
+    started: Option<Seconds>,
+}
 
 #[derive(Debug)]
 pub struct Ido {
@@ -63,6 +74,8 @@ pub struct Ido {
     /// Per rebuilding member: per zone, the end of the prefix its rebuild has copied.
     progress: Mutex<BTreeMap<usize, Vec<u64>>>,
     mode: Mutex<Mode>,
+    /// Time-period epochs (`epoch_s`); none: epochs of `EPOCH_READS` reads.
+    epoch: Mutex<Option<EpochClock>>,
     /// Lock order: `sur`, then `progress`, then `zones`.
     sur: Mutex<SurState>,
 }
@@ -159,6 +172,7 @@ impl Ido {
             surrogate: false,
             progress: Mutex::new(BTreeMap::new()),
             mode: Mutex::new(Mode::Ido),
+            epoch: Mutex::new(None),
             sur: Mutex::new(SurState::default()),
         })
     }
@@ -388,6 +402,44 @@ impl Ido {
     }
 }
 
+impl Ido {
+    /// With `epoch_s`: end every epoch whose period has passed by `now` (a clock going
+    /// back, as after a restart of a virtual clock, starts a new epoch).
+    fn end_epochs_passed(&self, now: Seconds) {
+        let mut epoch = lock(&self.epoch);
+        let Some(clock) = epoch.as_mut() else {
+            return;
+        };
+        let start = *clock.started.get_or_insert(now);
+        if now < start {
+            clock.started = Some(now);
+            return;
+        }
+        let passed = ((now - start) / clock.period).floor();
+        if passed >= 1.0 {
+            clock.started = Some(start + passed * clock.period);
+            lock(&self.zones).end_epochs(passed as u64);
+        }
+    }
+
+    /// VDF keeps the failed disk's blocks: a read whose plan reconstructs lost bytes (it
+    /// touched the failed member where the rebuild has not been) is queued for a copy to
+    /// the surrogate at its first read; a read of the survivors alone is not kept.
+    fn admit_victim_read(st: &mut SurState, offset: u64, len: u64, plan: &Plan) {
+        let victim = plan
+            .compute
+            .iter()
+            .any(|c| matches!(c, Compute::Reconstruct { .. }));
+        if !victim || st.since_failure.len() >= WORKOUT_TRACKED {
+            return;
+        }
+        let redirected = st.dmap.lookup(offset, len).iter().any(|f| f.2.is_some());
+        if st.since_failure.insert((offset, len), 1).is_none() && !redirected {
+            st.popular.push_back((offset, len));
+        }
+    }
+}
+
 /// Append `part` (planned for the caller's bytes from `caller`) to `plan`.
 fn append(plan: &mut Plan, part: Plan, caller: u64) {
     let base = plan.scratch.len();
@@ -515,11 +567,15 @@ impl Personality for Ido {
                 if mode == Mode::WorkOut && degraded {
                     self.count_since_failure(&mut st, offset, len);
                 }
-                if !st.in_use() {
-                    drop(st);
-                    return self.plan_home(kind, offset, len, views);
+                let plan = if st.in_use() {
+                    self.plan_read(&mut st, offset, len, views)?
+                } else {
+                    self.plan_home(kind, offset, len, views)?
+                };
+                if mode == Mode::Vdf && degraded {
+                    Self::admit_victim_read(&mut st, offset, len, &plan);
                 }
-                self.plan_read(&mut st, offset, len, views)
+                Ok(plan)
             }
             IoKind::Write => {
                 let s = st.head;
@@ -758,6 +814,7 @@ impl Personality for Ido {
     }
 
     fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
+        self.end_epochs_passed(now);
         if !self.surrogate {
             return None;
         }
@@ -975,21 +1032,25 @@ impl Personality for Ido {
         prefix
     }
 
-    /// `rebuild` = "ido" (default), "workout" or "pr"; `zone_size` in bytes (3-24 MiB,
+    /// `epoch_s`: popularity halves every that many seconds of the volume's clock instead of
+    /// every `EPOCH_READS` reads (no placement: it need not match the member headers).
+    /// `rebuild` = "ido" (default), "workout", "vdf" or "pr"; `zone_size` in bytes (3-24 MiB,
     /// rounded down to whole stripes; only before any rebuild).
     fn option_places_data(&self, key: &str) -> bool {
-        key != "rebuild"
+        !matches!(key, "rebuild" | "epoch_s")
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "rebuild" => {
                 let mode: Mode = value.parse()?;
-                if mode == Mode::WorkOut && !self.surrogate {
+                if matches!(mode, Mode::WorkOut | Mode::Vdf) && !self.surrogate {
                     return Err(format!(
-                        "rebuild = \"workout\" redirects to a surrogate set; layout {} has \
+                        "rebuild = \"{}\" redirects to a surrogate set; layout {} has \
                          none (use {}-s)",
-                        self.kind, self.kind
+                        mode.name(),
+                        self.kind,
+                        self.kind
                     ));
                 }
                 *lock(&self.mode) = mode;
@@ -1011,7 +1072,27 @@ impl Personality for Ido {
                 let stripe = self.stripe_unit() * data;
                 let zone = (bytes / stripe).max(1) * stripe;
                 self.zone_member_bytes.store(zone / data, Ordering::Relaxed);
-                *lock(&self.zones) = ZoneTable::new(zone, self.capacity());
+                let by_reads = lock(&self.epoch).is_none();
+                let mut table = ZoneTable::new(zone, self.capacity());
+                table.set_epoch_by_reads(by_reads);
+                *lock(&self.zones) = table;
+                Ok(())
+            }
+            "epoch_s" => {
+                let period: f64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("epoch_s {value:?} is not a number of seconds: {e}"))?;
+                if !(period > 0.0 && period <= MAX_EPOCH_S) {
+                    return Err(format!(
+                        "epoch_s {value:?} must be more than 0 and at most {MAX_EPOCH_S} seconds"
+                    ));
+                }
+                *lock(&self.epoch) = Some(EpochClock {
+                    period,
+                    started: None,
+                });
+                lock(&self.zones).set_epoch_by_reads(false);
                 Ok(())
             }
             other => Err(format!("layout {} has no option {other:?}", self.kind)),
@@ -1077,6 +1158,46 @@ mod tests {
         assert!((0..8).all(|z| ido.zone_table().flags(z) & RECONSTRUCTED != 0));
         ido.member_replaced(1);
         assert_eq!(ido.zone_table().flags(0) & RECONSTRUCTED, 0);
+    }
+
+    #[test]
+    fn with_epoch_s_popularity_halves_as_the_clock_passes_periods_not_as_reads_count() {
+        let ido = raid5(256 << 10);
+        let views = vec![MemberView::healthy(0.0); 3];
+        for bad in ["0", "-1", "nan", "inf", "1e9", "soon"] {
+            let e = ido.set_option("epoch_s", bad).unwrap_err();
+            assert!(e.contains("epoch_s"), "{bad}: {e}");
+        }
+        assert!(!ido.option_places_data("epoch_s"));
+        ido.set_option("epoch_s", "10").unwrap();
+        ido.next_wakeup(100.0);
+        for _ in 0..zone_table::EPOCH_READS + 8 {
+            ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        }
+        let reads = (zone_table::EPOCH_READS + 8) as u32;
+        assert_eq!(ido.zone_table().popularity(0), reads, "reads end no epoch");
+        ido.next_wakeup(109.9);
+        assert_eq!(ido.zone_table().popularity(0), reads, "within the period");
+        ido.next_wakeup(110.0);
+        assert_eq!(ido.zone_table().popularity(0), reads / 2, "one period");
+        ido.next_wakeup(135.0);
+        assert_eq!(
+            ido.zone_table().popularity(0),
+            reads / 8,
+            "two more periods"
+        );
+        // The epoch boundary stays on the period grid: 140 ends the epoch begun at 130.
+        ido.next_wakeup(140.0);
+        assert_eq!(ido.zone_table().popularity(0), reads / 16);
+        // A zone_size change keeps the clock's epochs.
+        ido.set_option("zone_size", "3MiB").unwrap();
+        for _ in 0..zone_table::EPOCH_READS + 1 {
+            ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        }
+        assert_eq!(
+            ido.zone_table().popularity(0),
+            (zone_table::EPOCH_READS + 1) as u32
+        );
     }
 
     #[test]

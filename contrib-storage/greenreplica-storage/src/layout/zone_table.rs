@@ -18,9 +18,12 @@ pub const DEFAULT_ZONE_BYTES: u64 = 12 << 20;
 /// Volumes smaller than this many default zones get smaller zones (whole stripes), so that
 /// hot-first still has zones to order.
 pub const MIN_ZONES: u64 = 64;
-/// Read requests per epoch. The personality has no clock (plans are pure), so an epoch is
-/// counted in read requests, not in seconds as in the paper.
+/// Read requests per epoch by default. With the layout option `epoch_s` an epoch is a time
+/// period instead, as in the paper (`end_epochs`, from the volume tick); plans are pure, so
+/// without it an epoch is counted in read requests.
 pub const EPOCH_READS: u64 = 1024;
+/// Halvings after which every u32 popularity is 0 (more epochs change nothing).
+const MAX_HALVINGS: u32 = 32;
 
 const IMAGE_VERSION: u8 = 1;
 /// Version, zone bytes, zone count, reads of the current epoch.
@@ -56,6 +59,8 @@ pub struct ZoneTable {
     popularity: Vec<u32>,
     flags: Vec<u8>,
     reads_in_epoch: u64,
+    /// Epochs end after `EPOCH_READS` reads (else only by `end_epochs`, on a clock).
+    by_reads: bool,
     /// Zones read since the table was last journaled.
     changed: BTreeSet<usize>,
     /// Every zone may have changed (an epoch ended, a hint arrived) since then.
@@ -71,6 +76,7 @@ impl ZoneTable {
             popularity: vec![0; zones],
             flags: vec![0; zones],
             reads_in_epoch: 0,
+            by_reads: true,
             changed: BTreeSet::new(),
             all_changed: false,
         }
@@ -125,8 +131,20 @@ impl ZoneTable {
                 self.changed.insert(z);
             }
         }
-        self.reads_in_epoch += 1;
-        if self.reads_in_epoch >= EPOCH_READS {
+        self.reads_in_epoch = self.reads_in_epoch.saturating_add(1);
+        if self.by_reads && self.reads_in_epoch >= EPOCH_READS {
+            self.end_epoch();
+        }
+    }
+
+    /// Whether epochs end by read count (the default) or only by `end_epochs` (a clock).
+    pub fn set_epoch_by_reads(&mut self, by_reads: bool) {
+        self.by_reads = by_reads;
+    }
+
+    /// `n` epochs ended (a clock saw that many periods pass): each halves every popularity.
+    pub fn end_epochs(&mut self, n: u64) {
+        for _ in 0..n.min(u64::from(MAX_HALVINGS)) {
             self.end_epoch();
         }
     }
@@ -383,6 +401,35 @@ mod tests {
             "an epoch end journals the whole table"
         );
         assert_eq!(t.take_changes(), Changes::None);
+    }
+
+    #[test]
+    fn on_a_clock_only_the_periods_passed_end_epochs_not_the_read_count() {
+        let mut t = ZoneTable::new(1000, 4000);
+        t.set_epoch_by_reads(false);
+        for _ in 0..EPOCH_READS * 3 {
+            t.read_hit(1000, 1);
+        }
+        assert_eq!(
+            t.popularity(1),
+            (EPOCH_READS * 3) as u32,
+            "no epoch ended by reads"
+        );
+        t.end_epochs(2);
+        assert_eq!(
+            t.popularity(1),
+            (EPOCH_READS * 3 / 4) as u32,
+            "two periods: quartered"
+        );
+        assert!(matches!(t.take_changes(), Changes::Full(_)));
+        t.end_epochs(u64::MAX);
+        assert_eq!(
+            t.popularity(1),
+            0,
+            "a long idle time forgets everything, quickly"
+        );
+        t.end_epochs(0);
+        assert_eq!(t.take_changes(), Changes::Full(t.image()));
     }
 
     #[test]

@@ -329,3 +329,95 @@ fn writes_redirected_to_the_surrogate_do_not_hold_the_rebuild_at_its_minimum() {
         "IDO's writes go to the surrogate: rebuilt at {ido} s; PR's reach the array: {pr} s"
     );
 }
+
+#[test]
+fn vdf_keeps_a_read_of_the_failed_member_at_once_and_not_one_of_the_survivors() {
+    let (v, stores, data) = surrogate_volume("vdf");
+    v.fail_member(1, "test: pulled");
+    v.replace_member(1, MemMember::new(MEMBER)).unwrap();
+    // Both data chunks of three stripes, read once each: parity rotates over the three
+    // members, so two of the six reads need member 1's bytes (reconstructed).
+    let len = 8192u64;
+    let mut buf = vec![0u8; len as usize];
+    let mut kept = Vec::new();
+    for stripe in 50..53u64 {
+        for chunk in 0..2u64 {
+            let at = stripe * ZONE + chunk * CHUNK + 4096;
+            v.read(at, &mut buf).unwrap();
+            match v.layout_background_step().unwrap() {
+                0 => {}
+                n => {
+                    assert_eq!(n, len, "the request's bytes copied");
+                    kept.push(at);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        kept.len(),
+        2,
+        "the reads of the failed member only: {kept:?}"
+    );
+    assert_eq!(
+        surrogate_bytes(&stores, 3, 0, len),
+        data[kept[0] as usize..(kept[0] + len) as usize],
+        "the first kept request's bytes on the surrogate"
+    );
+    v.read(kept[0], &mut buf).unwrap();
+    assert_eq!(v.layout_background_step().unwrap(), 0, "kept once");
+    assert!(
+        read_all(&v) == data,
+        "every byte, the kept ones from the surrogate"
+    );
+    while v.rebuild_step(1, ZONE_M).unwrap().is_some() {}
+    v.drain_layout_background().unwrap();
+    assert_eq!(v.layout().next_wakeup(0.0), None, "reclaimed, D Map empty");
+    assert!(read_all(&v) == data);
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
+
+/// The first zones a rebuild of member 1 copies after zone 40 was read five times, `idle`
+/// seconds of volume ticks passed (epochs of 1 s), and zone 20 was read once.
+fn first_zones_after_idle(idle: f64) -> Vec<u64> {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume("raid5-ido".parse().unwrap(), 3, clock.clone(), CHUNK);
+    v.layout().set_option("epoch_s", "1").unwrap();
+    let data = pattern(v.capacity());
+    v.write(0, &data).unwrap();
+    let mut buf = vec![0u8; 4096];
+    v.tick();
+    for _ in 0..5 {
+        v.read(40 * ZONE, &mut buf).unwrap();
+    }
+    clock.advance_to(idle);
+    v.tick();
+    v.read(20 * ZONE, &mut buf).unwrap();
+    let before = lock(&stores[1].bytes)[DATA_OFFSET as usize..].to_vec();
+    v.fail_member(1, "test: pulled");
+    let fresh = MemMember::new(MEMBER);
+    v.replace_member(1, fresh.clone()).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        v.rebuild_step(1, ZONE_M).unwrap();
+        for z in rebuilt_zones(&fresh, &before) {
+            if !order.contains(&z) {
+                order.push(z);
+            }
+        }
+    }
+    order
+}
+
+#[test]
+fn with_epoch_s_the_volume_tick_ages_popularity_so_an_old_hot_zone_cools() {
+    assert_eq!(
+        first_zones_after_idle(0.5),
+        vec![40, 20],
+        "within one epoch"
+    );
+    assert_eq!(
+        first_zones_after_idle(3.5),
+        vec![20, 0],
+        "three epochs halve 5 reads to 0: zone 40 is cold now"
+    );
+}
