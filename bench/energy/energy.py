@@ -18,6 +18,11 @@ Configurations:
   compact_os          as compact, PREFETCH through the OS page cache (prefetch_method =
                       os_cache, merge gap = the drive's break-even gap) and PostgreSQL's
                       recovery prefetcher off (its reads are wasted on a compacting standby)
+  compact_rolo_e      as compact, on a RoLo-E volume (issue 15) of the same members: only the
+                      on-duty pair is active, a batch's write-back is logged on it while the
+                      other pairs sleep (the batch's hinted wake spins up only the pairs its reads
+                      need).  Not in the default set: it needs --members 4 or more; compare it
+                      with compact in the same run (--configs compact,compact_rolo_e --members 8)
 
 Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
 Writes the results as JSON (latest.json and a dated copy) and PNG plots.
@@ -47,6 +52,9 @@ maintenance_io_concurrency = 256
 wal_decode_buffer_size = 64MB
 """
 ALL_CONFIGS = STOCK + ("defer", "compact", "compact_os")
+# Configurations on another layout than RAID10: name -> (batching mode, agent template).
+OTHER_LAYOUTS = {"compact_rolo_e": ("compact", "cooperative_rolo_e")}
+KNOWN_CONFIGS = ALL_CONFIGS + tuple(OTHER_LAYOUTS)
 
 
 def log(msg):
@@ -77,11 +85,11 @@ class Agent:
         self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
         self.agent_options = ""  # more keys of its [agent] section, e.g. fuse_threads
 
-    def template(self, name, policy):
+    def template(self, name, policy, layout="raid10"):
         return f"""
 [[template]]
 name = "{name}"
-layout = "raid10"
+layout = "{layout}"
 members = {self.members}
 member_kind = "emulated-hdd"
 member_size = "{self.member_size}"
@@ -110,6 +118,8 @@ volume_directories = ["{self.work / 'volumes'}"]
         config += self.template("idle_timeout_600", "idle-timeout:600")
         config += self.template("idle_timeout_short", f"idle-timeout:{self.idle_short}")
         config += self.template("cooperative", "cooperative:600")
+        if self.members >= 4:
+            config += self.template("cooperative_rolo_e", "cooperative:600", layout="rolo-e")
         config += self.extra_config
         (self.work / "agent.toml").write_text(config)
         self.log = open(self.work / "agent.log", "a")
@@ -212,7 +222,8 @@ def standby_conf(config, args, volume):
                  "recovery_prefetch = off\n")
     if args.max_apply_delay is not None:
         extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
-    return common + extra + f"""greenreplica.mode = {config.removesuffix('_os')}
+    mode = OTHER_LAYOUTS.get(config, (config.removesuffix("_os"),))[0]
+    return common + extra + f"""greenreplica.mode = {mode}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
 greenreplica.agent_socket = '{volume.socket}'
@@ -387,8 +398,10 @@ def main():
     args = p.parse_args()
     configs = [c for c in args.configs.split(",") if c]
     for c in configs:
-        if c not in ALL_CONFIGS:
-            sys.exit(f"energy: unknown configuration {c!r} (known: {', '.join(ALL_CONFIGS)})")
+        if c not in KNOWN_CONFIGS:
+            sys.exit(f"energy: unknown configuration {c!r} (known: {', '.join(KNOWN_CONFIGS)})")
+        if c in OTHER_LAYOUTS and (args.members < 4 or args.members % 2):
+            sys.exit(f"energy: {c} needs an even --members of at least 4 (two pairs), not {args.members}")
     if os.geteuid() != 0:
         sys.exit("energy: run as root (the storage agent mounts filesystems)")
 
@@ -426,7 +439,8 @@ checkpoint_timeout = {args.checkpoint_timeout}
         standbys = {}
         for i, config in enumerate(configs):
             template = {"defer": "cooperative", "compact": "cooperative", "compact_os": "cooperative",
-                        "stock_tuned": "idle_timeout_short"}.get(config, config)
+                        "stock_tuned": "idle_timeout_short",
+                        **{c: t for c, (_, t) in OTHER_LAYOUTS.items()}}.get(config, config)
             vts = agent.create_volume(config, template)
             node = Node(work, config, 56101 + i)
             # A slot per standby: the next standby's base backup checkpoints the primary,
@@ -495,8 +509,16 @@ primary_slot_name = '{config}'
             d = delta(after[config], before[config])
             profile = vols[config]["profile"]
             results[config] = {
+                "layout": vols[config]["layout"],
                 "energy_joules": d["energy_joules"],
                 "members": d["members"],
+                # Per mirrored pair (members 2p, 2p+1): energy and spin-ups.
+                "pairs": [{"members": [2 * p, 2 * p + 1],
+                           "energy_joules": sum(m["energy_joules"] for m in d["members"][2 * p:2 * p + 2]),
+                           "spin_ups": sum(m["spin_ups"] for m in d["members"][2 * p:2 * p + 2]),
+                           "writes": sum(m["writes"] for m in d["members"][2 * p:2 * p + 2]),
+                           "reads": sum(m["reads"] for m in d["members"][2 * p:2 * p + 2])}
+                          for p in range(len(d["members"]) // 2)],
                 "avg_power_per_member_w": d["energy_joules"] / elapsed / len(d["members"]),
                 "spin_cycles": d["members"][0]["spin_downs"],
                 # A start/stop cycle completes with its spin-up; counting spin-downs would
@@ -565,7 +587,10 @@ primary_slot_name = '{config}'
         agent.stop()
         subprocess.run(["bash", str(ROOT / "scripts" / "test-agent.sh"), "stop", str(agent.work)],
                        capture_output=True)
-        subprocess.run(["rm", "-rf", str(work)])
+        if os.environ.get("KEEP"):  # the logs of the agent and of every node, for a look
+            log(f"kept {work} (KEEP is set)")
+        else:
+            subprocess.run(["rm", "-rf", str(work)])
 
 
 def print_table(out):
@@ -584,6 +609,11 @@ def print_table(out):
     print(f"physical limit: {out['physical_limit_joules']:.0f} J "
           f"(saving {f(out['physical_limit_saving'], '.1%')}); run {out['duration_s']:.0f} s; "
           f"TPC-C consistent on the primary: {out['tpcc_consistent_on_primary']}")
+    for name, r in out["configurations"].items():
+        if len(r.get("pairs", [])) > 1:
+            print(f"{name} ({r.get('layout')}) per pair: " + "; ".join(
+                f"pair {i}: {p['energy_joules']:.0f} J, {p['spin_ups']} spin-ups, {p['writes']} writes, "
+                f"{p['reads']} reads" for i, p in enumerate(r["pairs"])))
 
 
 if __name__ == "__main__":

@@ -68,3 +68,26 @@ plt.setp(ax.get_xticklabels(), rotation=12)
 fig.tight_layout()
 fig.savefig(f"{stem}-energy.png", dpi=110)
 print(f"plots: {stem}-power-states.png, {stem}-energy.png")
+
+# Energy per mirrored pair, when a run has volumes of several pairs (a RoLo-E volume beside
+# RAID10): where the energy goes within each volume.
+if any(len(data["configurations"][c].get("pairs", [])) > 1 for c in configs):
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(configs)
+    for i, c in enumerate(configs):
+        pairs = data["configurations"][c].get("pairs", [])
+        xs = [p + i * width for p in range(len(pairs))]
+        bars = ax.bar(xs, [p["energy_joules"] for p in pairs], width,
+                      label=f"{c} ({data['configurations'][c].get('layout', '?')})")
+        for bar, p in zip(bars, pairs):
+            ax.annotate(f"{p['spin_ups']} up", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    npairs = max(len(data["configurations"][c].get("pairs", [])) for c in configs)
+    ax.set_xticks([p + 0.4 - width / 2 for p in range(npairs)])
+    ax.set_xticklabels([f"pair {p}" for p in range(npairs)])
+    ax.set_xlabel("mirrored pair (members 2p, 2p+1); labels: spin-ups")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylabel("energy (J)")
+    fig.tight_layout()
+    fig.savefig(f"{stem}-pairs.png", dpi=110)
+    print(f"plot: {stem}-pairs.png")

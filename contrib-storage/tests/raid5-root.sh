@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Root test of the agent's RAID5 (or RAID6, LAYOUT=raid6) under PostgreSQL (issue 12): a
-# tablespace on the volume, pgbench running on it while a member (RAID6: two) is failed,
-# replaced and rebuilt. PostgreSQL must see no
+# Root test of the agent's RAID5 (or RAID6, LAYOUT=raid6; or RoLo-P, LAYOUT=rolo-p) under
+# PostgreSQL (issues 12, 15): a tablespace on the volume, pgbench running on it while a member
+# (RAID6: two; RoLo-P: the on-duty logger, after several rotations) is failed, replaced and
+# rebuilt. PostgreSQL must see no
 # error; afterwards pgbench's balances agree, a table's checksum is what it was, pg_amcheck
 # finds nothing, scrub finds the parity right, and with another member failed (so every read
 # of it is reconstructed through the rebuilt one) the data still verifies. Then the agent is
@@ -11,6 +12,7 @@
 #
 #   bash contrib-storage/tests/raid5-root.sh                  # as root
 #   LAYOUT=raid6 bash contrib-storage/tests/raid5-root.sh     # RAID6 on 4, two members lost
+#   LAYOUT=rolo-p bash contrib-storage/tests/raid5-root.sh    # RoLo-P on 3 pairs, the logger lost
 #   GRS_BIN=/path/to/greenreplica-storage ROUNDS=3 bash …     # a given binary, fewer crashes
 set -uo pipefail
 
@@ -20,8 +22,14 @@ LAYOUT=${LAYOUT:-raid5}
 case "$LAYOUT" in
 raid5) MEMBERS=3 LOST="1" AGAIN="0" ;;       # members failed under load, then after the rebuild
 raid6) MEMBERS=4 LOST="1 3" AGAIN="0 2" ;;
-*) echo "LAYOUT must be raid5 or raid6" >&2; exit 2 ;;
+# RoLo-P: LOST is the on-duty logger when it fails, AGAIN the primary of its pair (so that
+# every read of that pair comes from the rebuilt logger and the other pairs' logs). Small
+# logs that rotate at 20 % fill, so the duty goes round several times within the run.
+rolo-p) MEMBERS=6 LOST="" AGAIN="" ;;
+*) echo "LAYOUT must be raid5, raid6 or rolo-p" >&2; exit 2 ;;
 esac
+POLICY=always-on
+[ "$LAYOUT" = rolo-p ] && POLICY=mirrors:10 # off-duty mirrors sleep, as in production
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_USER=${PG_USER:-grtest}
 require_root_and_tools "the $LAYOUT tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
@@ -77,6 +85,7 @@ PY
 }
 cleanup() {
 	[ -n "$BENCH_PID" ] && kill -KILL "$BENCH_PID" 2>/dev/null
+	[ -n "${DUTY_PID:-}" ] && kill "$DUTY_PID" 2>/dev/null
 	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m immediate 2>/dev/null
 	for pid in "${WRITERS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
 	[ -n "$AGENT_PID" ] && terminate 10 "$AGENT_PID"
@@ -97,13 +106,18 @@ runtime_dir = "$WORK/run"
 name = "r5"
 layout = "$LAYOUT"
 chunk_size = 65536
-policy = "always-on"
+policy = "$POLICY"
 rebuild_mb_s = 40
 rebuild_min_mb_s = 10
 [volume.export]
 mount_point = "$MNT"
 owner = "$PG_USER"
 mode = "0700"
+CONF
+[ "$LAYOUT" = rolo-p ] && cat >>"$WORK/agent.toml" <<CONF
+[volume.layout_options]
+log_share = 0.25
+rotate_at = 0.2
 CONF
 for i in $(seq 0 $((MEMBERS - 1))); do
 	cat >>"$WORK/agent.toml" <<CONF
@@ -145,6 +159,33 @@ pg_sql "CREATE TABLESPACE r5 LOCATION '$MNT/ts'" >/dev/null
 pg_sql "CREATE TABLE kept TABLESPACE r5 AS SELECT i, repeat(md5(i::text), 20) AS filler FROM generate_series(1, 20000) i" >/dev/null
 pg_sql "CHECKPOINT" >/dev/null
 kept_sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept")
+
+# RoLo-P: which mirror is on duty is seen from outside by its writes: only the on-duty
+# logger's member takes writes (the other pairs' logged copies, its own pair's writes in
+# place, its pair's destage); the off-duty mirrors take none. (For a moment after a rotation
+# the previous logger bridges while the new one spins up: the larger count wins.)
+# logger_writes: "member writes" of every mirror; on_duty_logger: the mirror with the most
+# writes over a second (empty if none wrote).
+logger_writes() { volume_field '.volume.members[] | select(.index % 2 == 1) | "\(.index) \(.ledger.writes)"'; }
+on_duty_logger() {
+	local before after
+	before=$(logger_writes)
+	sleep "${1:-1}"
+	after=$(logger_writes)
+	join <(echo "$before") <(echo "$after") | awk '$3 - $2 > best { best = $3 - $2; m = $1 } END { if (m != "") print m }'
+}
+# The sampler writes the on-duty logger every half second to $WORK/duty.log; rotations
+# counts its changes (a missing sample, a quiet volume, is no change; a step back to the
+# previous mirror in the ring 1 -> 3 -> 5 -> 1 is that logger bridging a spin-up, not one).
+DUTY_PID=""
+if [ "$LAYOUT" = rolo-p ]; then
+	(while :; do on_duty_logger 0.5 >>"$WORK/duty.log"; done) &
+	DUTY_PID=$!
+fi
+rotations() {
+	awk -v n="$MEMBERS" 'NF && $1 != last && (last == "" || $1 != (last - 2 + n) % n) { r += last != ""; last = $1 }
+		END { print r + 0 }' "$WORK/duty.log"
+}
 if as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -q -s 8 --tablespace=r5 --index-tablespace=r5 postgres >"$WORK/pgbench-init.log" 2>&1; then
 	pass "pgbench initialises its tables in the tablespace on the $LAYOUT volume"
 else
@@ -167,6 +208,19 @@ BENCH_PID=$!
 ) &
 CHURN_PID=$!
 sleep 6
+if [ "$LAYOUT" = rolo-p ]; then
+	# several rotations first (pgbench -i alone writes the logs full several times over),
+	# then the logger on duty right now fails.
+	rotations_before=$(rotations)
+	LOST=$(on_duty_logger)
+	AGAIN=$((${LOST:-1} - 1))
+	if [ "${rotations_before:-0}" -ge 3 ] && [ -n "$LOST" ]; then
+		pass "the RoLo-P duty rotated $rotations_before times before the failure (loggers: $(awk 'NF && $1 != l { printf "%s ", $1; l = $1 }' "$WORK/duty.log"| tail -c 60))"
+	else
+		fail "the RoLo-P duty rotated at least 3 times before the failure" "rotations $rotations_before, on duty: ${LOST:-nobody wrote}"
+	fi
+	LOST=${LOST:-1}
+fi
 for m in $LOST; do grs fail-member r5 "$m" >>"$WORK/fail.log" 2>&1; done
 degraded=$(volume_field '.volume.degraded')
 read -r reads0 writes0 < <(member2_io)
@@ -178,6 +232,12 @@ wait "$BENCH_PID"
 bench_rc=$?
 BENCH_PID=""
 wait "$CHURN_PID"
+if [ -n "$DUTY_PID" ]; then
+	kill "$DUTY_PID" 2>/dev/null
+	wait "$DUTY_PID" 2>/dev/null
+	DUTY_PID=""
+	echo "# RoLo-P: $(rotations) rotations in all, loggers in turn: $(awk 'NF && $1 != l { printf "%s ", $1; l = $1 }' "$WORK/duty.log")"
+fi
 if [ "$((reads1 - reads0))" -gt 0 ] && [ "$((writes1 - writes0))" -gt 0 ]; then
 	pass "while degraded the volume served reads and writes ($((reads1 - reads0)) reads, $((writes1 - writes0)) writes on member 2)"
 else
@@ -240,12 +300,12 @@ verify "after the rebuild"
 
 scrub=$(grs scrub r5 --check-only 2>&1)
 if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2>/dev/null | tr '\n' ' ')" = "0 0 " ]; then
-	pass "scrub --check-only finds the parity of every stripe right"
+	pass "scrub --check-only finds every stripe's redundancy right (RoLo-P: the mirrors equal, logged runs aside)"
 else
-	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
+	fail "scrub --check-only finds every stripe's redundancy right" "$scrub"
 fi
 if [ "$LAYOUT" != raid5 ]; then
-	skip "the member images agree: every stripe's parity is the XOR of its data" "RAID6's Q is not an XOR (scrub checked it)"
+	skip "the member images agree: every stripe's parity is the XOR of its data" "$LAYOUT has no XOR parity (scrub checked it)"
 elif parity_of_images; then
 	pass "the member images agree: every stripe's parity is the XOR of its data"
 else
