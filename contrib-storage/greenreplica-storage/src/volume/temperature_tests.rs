@@ -137,3 +137,62 @@ fn set_temperature_refuses_hostile_input_and_other_layouts() {
         "{err}"
     );
 }
+
+/// Issue 16 item 5: a write to a cold pair sleeping whole lands only in the flash buffer
+/// (no disk wakes); reads of it hit in flash; a drain writes it back to both disks.
+#[test]
+fn writes_to_a_sleeping_cold_pair_land_only_in_flash() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    let chunks = cap / CHUNK;
+    let mut model = vec![0u8; cap as usize];
+    let mut rng = Rng(0x16c);
+    let cold: Vec<(u64, u64)> = (1..chunks).step_by(2).map(|c| (c * CHUNK, CHUNK)).collect();
+    v.set_temperature(&cold, "cold").unwrap();
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    while !(asleep(2) && asleep(3)) {
+        assert!(t < 60.0, "the cold pair sleeps whole within a minute");
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+    }
+    // 10 s of writes (a batch's write-back) to cold chunks only, a few a second; less than
+    // the fill threshold of the flash (past it the write-back wakes the pair).
+    for step in 0..100 {
+        let c = 2 * (rng.next() % (chunks / 2)) + 1;
+        let offset = c * CHUNK + (rng.next() % (CHUNK / 4096)) * 4096;
+        let data: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+        v.write(offset, &data).unwrap();
+        model[offset as usize..offset as usize + 4096].copy_from_slice(&data);
+        let mut buf = vec![0u8; 4096];
+        v.read(offset, &mut buf).unwrap();
+        assert!(buf == data, "step {step}: the write reads back from flash");
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+        assert!(
+            asleep(2) && asleep(3),
+            "step {step}: the cold pair slept through the writes"
+        );
+    }
+    v.flush().unwrap();
+    assert!(
+        data_of(&stores[2]) == data_of(&stores[3]),
+        "both disks are stale alike (the flash holds the newest copy)"
+    );
+    // Waking the pair and flushing writes the buffered runs back to both disks.
+    v.drain_layout_background().unwrap();
+    v.flush().unwrap();
+    assert!(
+        data_of(&stores[2]) == data_of(&stores[3]),
+        "the pair is equal after the write-back"
+    );
+    let mut buf = vec![0u8; cap as usize];
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as written");
+}
