@@ -196,3 +196,64 @@ fn writes_to_a_sleeping_cold_pair_land_only_in_flash() {
     v.read(0, &mut buf).unwrap();
     assert!(buf == model, "every byte as written");
 }
+
+/// Issue 16 item 5, the power side: the scheduler's wake before a write-only window
+/// (`wake` with `writes_only`) leaves a cold pair asleep whole (its writes land in flash),
+/// `range_asleep` answers that reading them back needs only the flash, and a wake for
+/// reading cold data not in flash still spins up the pair's active disk.
+#[test]
+fn a_write_only_wake_leaves_a_sleeping_cold_pair_asleep() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    // Chunk 1 (pair 1) cold, chunk 0 (pair 0) hot.
+    v.set_temperature(&[(CHUNK, CHUNK)], "cold").unwrap();
+    v.set_temperature(&[(0, CHUNK)], "hot").unwrap();
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    while !(asleep(2) && asleep(3) && asleep(1)) {
+        assert!(
+            t < 60.0,
+            "the cold pair sleeps whole and the hot one's second disk"
+        );
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+    }
+    assert!(v.wake_for_writes(&[(cap, 1)]).is_err(), "beyond the end");
+    assert!(v.wake_for_writes(&[(u64::MAX, 2)]).is_err(), "overflow");
+    v.wake_for_writes(&[(CHUNK, CHUNK)]).unwrap();
+    assert!(
+        asleep(2) && asleep(3),
+        "a write-only window on cold data leaves the cold pair asleep"
+    );
+    let data = vec![0x5a; 8192];
+    v.write(CHUNK + 4096, &data).unwrap();
+    assert!(asleep(2) && asleep(3), "the write landed in flash alone");
+    let written = v.range_asleep(CHUNK + 4096, 8192).unwrap();
+    assert_eq!(
+        (written.members, written.asleep),
+        (vec![4], vec![]),
+        "reading the flash-only bytes needs only the flash"
+    );
+    let mut buf = vec![0u8; 8192];
+    v.read(CHUNK + 4096, &mut buf).unwrap();
+    assert!(buf == data && asleep(2), "served from flash");
+    assert_eq!(
+        v.range_asleep(CHUNK + 12288, 4096).unwrap().asleep,
+        vec![2],
+        "unbuffered cold bytes still need the sleeping active disk"
+    );
+    // A write-only window on a pair that is not cold wakes as before (its active disk).
+    v.wake_for_writes(&[(0, CHUNK)]).unwrap();
+    assert!(!asleep(0), "the hot pair's active disk is up");
+    // Reading cold data not in flash wakes the cold pair's active disk.
+    v.wake_for(&[(CHUNK + 12288, 4096)]).unwrap();
+    assert!(
+        !asleep(2),
+        "a read wake spins up the cold pair's active disk"
+    );
+}

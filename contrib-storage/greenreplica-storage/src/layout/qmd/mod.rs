@@ -774,6 +774,31 @@ impl Personality for Qmd {
             .collect()
     }
 
+    /// Per pair the range touches: the flash alone while the pair is cold and asleep whole
+    /// (the writes land only in flash), the active disk and the flash while its second disk
+    /// sleeps or it has buffered runs, both disks else (as `plan_write` decides).
+    fn write_members(&self, offset: u64, len: u64, views: &[MemberView]) -> Option<Vec<usize>> {
+        let st = lock(&self.state);
+        let flash = self.flash();
+        let flash_ok = views[flash].writable;
+        let end = offset.checked_add(len)?;
+        let mut members = Vec::new();
+        for pair in self.pairs_of(offset, end) {
+            let (a, s) = (2 * pair, 2 * pair + 1);
+            if flash_ok && self.pair_asleep(&st, pair, views) {
+                members.push(flash);
+            } else if flash_ok && (!self.second_up(&st, pair, views) || !st.index[pair].is_empty())
+            {
+                members.extend([a, flash]);
+            } else {
+                members.extend([a, s]);
+            }
+        }
+        members.sort_unstable();
+        members.dedup();
+        Some(members)
+    }
+
     fn cold_groups(&self) -> Vec<usize> {
         let st = lock(&self.state);
         self.cold_pairs(&st.temperatures)
