@@ -10,6 +10,7 @@ mod ido_dmap;
 mod ido_surrogate;
 mod mirror;
 mod options;
+mod pair_striped;
 mod qmd;
 pub mod raid0_tracks;
 mod raid10;

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::mirror;
+use super::pair_striped::{decode_image, encode_image, PairStripe, Piece, Reader};
 use super::registry::check_chunk;
 use super::{
     Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan, Reconcile,
@@ -73,9 +74,6 @@ pub struct Qmd {
     member_bytes: u64,
     state: Mutex<State>,
 }
-
-/// A piece of a request: (caller buffer offset, pair, home offset, length).
-type Piece = (u64, usize, u64, u64);
 
 impl Qmd {
     pub fn check(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
@@ -135,25 +133,19 @@ impl Qmd {
         2 * self.pairs
     }
 
-    fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
-        let mut pieces = Vec::new();
-        let mut done = 0;
-        while done < len {
-            let pos = offset + done;
-            let chunk = pos / self.stripe_unit;
-            let within = pos % self.stripe_unit;
-            let piece = (self.stripe_unit - within).min(len - done);
-            let pair = (chunk % self.pairs as u64) as usize;
-            let home = (chunk / self.pairs as u64) * self.stripe_unit + within;
-            pieces.push((done, pair, home, piece));
-            done += piece;
+    fn stripe(&self) -> PairStripe {
+        PairStripe {
+            pairs: self.pairs,
+            stripe_unit: self.stripe_unit,
         }
-        pieces
+    }
+
+    fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
+        self.stripe().map(offset, len)
     }
 
     fn volume_offset(&self, pair: usize, home: u64) -> u64 {
-        let row = home / self.stripe_unit;
-        (row * self.pairs as u64 + pair as u64) * self.stripe_unit + home % self.stripe_unit
+        self.stripe().volume_offset(pair, home)
     }
 
     /// The pairs volume bytes `start..end` touch (every pair once the range spans a row).
@@ -355,7 +347,7 @@ impl Qmd {
     }
 
     fn apply(&self, st: &mut State, r: &LayoutRecord) -> Result<(), String> {
-        let mut rd = Reader(&r.payload);
+        let mut rd = Reader::new(&r.payload, "qmd");
         match r.kind {
             REC_BUFFERED | REC_SOLE => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
@@ -476,28 +468,6 @@ fn clean_record(pair: usize, home: u64, len: u64) -> LayoutRecord {
     LayoutRecord {
         kind: REC_CLEAN,
         payload,
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let (head, rest) = self
-            .0
-            .split_at_checked(N)
-            .ok_or_else(|| "truncated qmd record".to_string())?;
-        self.0 = rest;
-        head.try_into().map_err(|_| "truncated qmd record".into())
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take()?))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take()?))
     }
 }
 
@@ -637,17 +607,9 @@ impl Personality for Qmd {
         st.planned.clear();
         st.outbox.clear();
         self.set_temperatures(&mut st, Temperatures::default());
-        if let Some(mut bytes) = image {
-            while !bytes.is_empty() {
-                let mut rd = Reader(bytes);
-                let kind = rd.u16()?;
-                let n = rd.u32()? as usize;
-                let payload =
-                    rd.0.get(..n)
-                        .ok_or_else(|| "truncated qmd checkpoint image".to_string())?
-                        .to_vec();
-                bytes = &rd.0[n..];
-                self.apply(&mut st, &LayoutRecord { kind, payload })?;
+        if let Some(bytes) = image {
+            for r in decode_image(bytes, "qmd")? {
+                self.apply(&mut st, &r)?;
             }
         }
         for r in records {
@@ -692,13 +654,7 @@ impl Personality for Qmd {
                     .map(|(home, e)| buffered_record(pair, home, &e)),
             );
         }
-        let mut out = Vec::new();
-        for r in records {
-            out.extend(r.kind.to_le_bytes());
-            out.extend((r.payload.len() as u32).to_le_bytes());
-            out.extend(r.payload);
-        }
-        Some(out)
+        Some(encode_image(records))
     }
 
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
