@@ -15,6 +15,10 @@ pub struct PairStripe {
 }
 
 impl PairStripe {
+    pub fn new(pairs: usize, stripe_unit: u64) -> Self {
+        Self { pairs, stripe_unit }
+    }
+
     /// The pieces of volume bytes `offset..offset+len`, one per stripe unit touched.
     pub fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
         let mut pieces = Vec::new();

@@ -271,10 +271,7 @@ impl Rolo {
     }
 
     fn stripe(&self) -> PairStripe {
-        PairStripe {
-            pairs: self.pairs,
-            stripe_unit: self.stripe_unit,
-        }
+        PairStripe::new(self.pairs, self.stripe_unit)
     }
 
     fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
