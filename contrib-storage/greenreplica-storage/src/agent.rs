@@ -463,9 +463,14 @@ impl Agent {
             Request::Volume { volume } => {
                 json!({"ok": true, "volume": self.get(&volume)?.volume.status()})
             }
-            Request::Wake { volume, extents } => {
+            Request::Wake {
+                volume,
+                extents,
+                writes_only,
+            } => {
                 let volume = &self.get(&volume)?.volume;
                 let (state, ready_in_s) = match extents {
+                    Some(extents) if writes_only => volume.wake_for_writes(&extents)?,
                     Some(extents) => volume.wake_for(&extents)?,
                     None => volume.wake(),
                 };

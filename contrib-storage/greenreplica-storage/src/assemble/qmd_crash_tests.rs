@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::*;
 use crate::clock::VirtualClock;
 use crate::member::SystemRunner;
+use crate::power_state::PowerState;
 use crate::superblock::DATA_OFFSET;
 
 const MEMBER_BYTES: u64 = 8 << 20;
@@ -170,6 +171,79 @@ fn temperatures_come_back_after_a_crash() {
         v.temperatures(),
         second,
         "the checkpoint image, then the change after it"
+    );
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 16 item 5: with the pair cold and both its disks asleep (the utilization policy),
+/// writes land in flash alone. Their flash-only entries come back after a kill, reads
+/// return them although both disks are stale, and the write-back puts them on both disks.
+#[test]
+fn flash_only_writes_come_back_after_a_crash_and_reach_both_disks() {
+    let dir = std::env::temp_dir().join(format!("grs-qmd-sole-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = spec(&dir);
+    s.policy = "utilization:sleep_epochs=2,wake_epochs=2".parse().unwrap();
+    let runner: Arc<dyn CommandRunner> = Arc::new(SystemRunner);
+    let clock = Arc::new(VirtualClock::new());
+    let v = assemble(&s, clock.clone(), &dir, &runner).unwrap();
+    let mut model = vec![0u8; v.capacity() as usize];
+    for i in 0..40 {
+        let b = block(i, 1);
+        let at = (i * 24_576) as usize;
+        v.write(at as u64, &b).unwrap();
+        model[at..at + b.len()].copy_from_slice(&b);
+    }
+    v.set_temperature(&[(0, v.capacity())], "cold").unwrap();
+    let asleep = |v: &Volume, m: usize| {
+        matches!(
+            v.status_view().members[m].state,
+            PowerState::Standby | PowerState::SpinningDown
+        )
+    };
+    let mut t = 0.0;
+    while !(asleep(&v, 0) && asleep(&v, 1)) {
+        assert!(t < 120.0, "the cold pair sleeps whole");
+        t += 0.5;
+        clock.advance_to(t);
+        v.tick();
+    }
+    v.flush().unwrap();
+    let (disk0, disk1) = (data(&dir, 0), data(&dir, 1));
+    for i in (0..40).step_by(3) {
+        let b = block(i, 2);
+        let at = (i * 24_576) as usize;
+        v.write(at as u64, &b).unwrap();
+        model[at..at + b.len()].copy_from_slice(&b);
+    }
+    v.flush().unwrap();
+    assert!(
+        asleep(&v, 0) && asleep(&v, 1),
+        "no disk woke for the writes"
+    );
+    assert!(
+        data(&dir, 0) == disk0 && data(&dir, 1) == disk1,
+        "the writes reached neither disk"
+    );
+    let acked = index(&v);
+    drop(v); // killed
+
+    let v = open(&s, &dir);
+    assert_eq!(index(&v), acked, "the flash-only entries came back");
+    let mut buf = vec![0u8; model.len()];
+    v.read(0, &mut buf).unwrap();
+    assert!(
+        buf == model,
+        "reads return the acknowledged writes from flash"
+    );
+    v.drain_layout_background().unwrap();
+    v.flush().unwrap();
+    assert_eq!(data(&dir, 0), data(&dir, 1), "the pair is equal");
+    assert!(
+        data(&dir, 0)[..model.len()] == model[..],
+        "both disks hold the newest data after the write-back"
     );
     drop(v);
     std::fs::remove_dir_all(dir).unwrap();

@@ -19,6 +19,10 @@ pub enum Request {
         /// spins up only the members that hold them.
         #[serde(default)]
         extents: Option<Vec<(u64, u64)>>,
+        /// The window only writes those extents (a batch's write-back): a layout that can
+        /// buffer the writes in flash (QMD) leaves the disks that would hold them asleep.
+        #[serde(default)]
+        writes_only: bool,
     },
     Sleep {
         volume: String,
@@ -136,16 +140,27 @@ mod tests {
             parse(r#"{"op":"wake","volume":"v"}"#),
             Ok(Request::Wake {
                 volume: "v".into(),
-                extents: None
+                extents: None,
+                writes_only: false
             })
         );
         assert_eq!(
             parse(r#"{"op":"wake","volume":"v","extents":[[0,8192]]}"#),
             Ok(Request::Wake {
                 volume: "v".into(),
-                extents: Some(vec![(0, 8192)])
+                extents: Some(vec![(0, 8192)]),
+                writes_only: false
             })
         );
+        assert_eq!(
+            parse(r#"{"op":"wake","volume":"v","extents":[[0,8192]],"writes_only":true}"#),
+            Ok(Request::Wake {
+                volume: "v".into(),
+                extents: Some(vec![(0, 8192)]),
+                writes_only: true
+            })
+        );
+        assert!(parse(r#"{"op":"wake","volume":"v","writes_only":"yes"}"#).is_err());
         assert!(parse(r#"{"op":"wake","volume":"v","extents":[[-1,2]]}"#).is_err());
         assert_eq!(
             parse(r#"{"op":"range_asleep","volume":"v","offset":0,"len":8192}"#),

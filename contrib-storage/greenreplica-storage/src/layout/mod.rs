@@ -10,6 +10,7 @@ mod ido_dmap;
 mod ido_surrogate;
 mod mirror;
 mod options;
+mod pair_striped;
 mod qmd;
 pub mod raid0_tracks;
 mod raid10;
@@ -244,6 +245,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
         len: u64,
         views: &[MemberView],
     ) -> Result<Plan, LayoutError>;
+
+    /// The members a write of volume bytes `offset..offset+len` (within the volume) would
+    /// touch now, without planning it; None: the layout cannot tell (the volume then wakes
+    /// as for reading them). QMD: the flash alone for a cold pair asleep whole.
+    fn write_members(&self, _offset: u64, _len: u64, _views: &[MemberView]) -> Option<Vec<usize>> {
+        None
+    }
 
     /// The members a read of volume bytes `offset..offset+len` needs (what a hinted wake
     /// spins up): the members its read plan touches, which is one copy per mirror pair (the

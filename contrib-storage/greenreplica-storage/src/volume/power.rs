@@ -163,6 +163,28 @@ impl Volume {
         Ok(self.wake_members(Some(hinted)))
     }
 
+    /// A wake for a window that only writes `extents` (a batch's write-back): the members
+    /// the layout's writes of them would touch now (QMD: only the flash for a cold pair
+    /// asleep whole) are the hinted ones; a layout that cannot tell gets a hinted wake as
+    /// for reading them. Hostile extents get an error and wake nothing.
+    pub fn wake_for_writes(
+        &self,
+        extents: &[(u64, u64)],
+    ) -> Result<(PowerState, f64), VolumeError> {
+        self.check_extents(extents)?;
+        let views = self.views(self.clock.now());
+        let mut hinted = Vec::new();
+        for &(offset, len) in extents {
+            match self.layout.write_members(offset, len, &views) {
+                Some(members) => hinted.extend(members),
+                None => return self.wake_for(extents),
+            }
+        }
+        hinted.sort_unstable();
+        hinted.dedup();
+        Ok(self.wake_members(Some(hinted)))
+    }
+
     /// Wake the members the personality wants spinning ahead of its I/O (RoLo's next
     /// logger) that are asleep, through the manager's wake path: it sees them as the hinted
     /// members and decides; only those asked for are woken.

@@ -137,3 +137,123 @@ fn set_temperature_refuses_hostile_input_and_other_layouts() {
         "{err}"
     );
 }
+
+/// Issue 16 item 5: a write to a cold pair sleeping whole lands only in the flash buffer
+/// (no disk wakes); reads of it hit in flash; a drain writes it back to both disks.
+#[test]
+fn writes_to_a_sleeping_cold_pair_land_only_in_flash() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    let chunks = cap / CHUNK;
+    let mut model = vec![0u8; cap as usize];
+    let mut rng = Rng(0x16c);
+    let cold: Vec<(u64, u64)> = (1..chunks).step_by(2).map(|c| (c * CHUNK, CHUNK)).collect();
+    v.set_temperature(&cold, "cold").unwrap();
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    while !(asleep(2) && asleep(3)) {
+        assert!(t < 60.0, "the cold pair sleeps whole within a minute");
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+    }
+    // 10 s of writes (a batch's write-back) to cold chunks only, a few a second; less than
+    // the fill threshold of the flash (past it the write-back wakes the pair).
+    for step in 0..100 {
+        let c = 2 * (rng.next() % (chunks / 2)) + 1;
+        let offset = c * CHUNK + (rng.next() % (CHUNK / 4096)) * 4096;
+        let data: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+        v.write(offset, &data).unwrap();
+        model[offset as usize..offset as usize + 4096].copy_from_slice(&data);
+        let mut buf = vec![0u8; 4096];
+        v.read(offset, &mut buf).unwrap();
+        assert!(buf == data, "step {step}: the write reads back from flash");
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+        assert!(
+            asleep(2) && asleep(3),
+            "step {step}: the cold pair slept through the writes"
+        );
+    }
+    v.flush().unwrap();
+    assert!(
+        data_of(&stores[2]) == data_of(&stores[3]),
+        "both disks are stale alike (the flash holds the newest copy)"
+    );
+    // Waking the pair and flushing writes the buffered runs back to both disks.
+    v.drain_layout_background().unwrap();
+    v.flush().unwrap();
+    assert!(
+        data_of(&stores[2]) == data_of(&stores[3]),
+        "the pair is equal after the write-back"
+    );
+    let mut buf = vec![0u8; cap as usize];
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as written");
+}
+
+/// Issue 16 item 5, the power side: the scheduler's wake before a write-only window
+/// (`wake` with `writes_only`) leaves a cold pair asleep whole (its writes land in flash),
+/// `range_asleep` answers that reading them back needs only the flash, and a wake for
+/// reading cold data not in flash still spins up the pair's active disk.
+#[test]
+fn a_write_only_wake_leaves_a_sleeping_cold_pair_asleep() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    // Chunk 1 (pair 1) cold, chunk 0 (pair 0) hot.
+    v.set_temperature(&[(CHUNK, CHUNK)], "cold").unwrap();
+    v.set_temperature(&[(0, CHUNK)], "hot").unwrap();
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    while !(asleep(2) && asleep(3) && asleep(1)) {
+        assert!(
+            t < 60.0,
+            "the cold pair sleeps whole and the hot one's second disk"
+        );
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+    }
+    assert!(v.wake_for_writes(&[(cap, 1)]).is_err(), "beyond the end");
+    assert!(v.wake_for_writes(&[(u64::MAX, 2)]).is_err(), "overflow");
+    v.wake_for_writes(&[(CHUNK, CHUNK)]).unwrap();
+    assert!(
+        asleep(2) && asleep(3),
+        "a write-only window on cold data leaves the cold pair asleep"
+    );
+    let data = vec![0x5a; 8192];
+    v.write(CHUNK + 4096, &data).unwrap();
+    assert!(asleep(2) && asleep(3), "the write landed in flash alone");
+    let written = v.range_asleep(CHUNK + 4096, 8192).unwrap();
+    assert_eq!(
+        (written.members, written.asleep),
+        (vec![4], vec![]),
+        "reading the flash-only bytes needs only the flash"
+    );
+    let mut buf = vec![0u8; 8192];
+    v.read(CHUNK + 4096, &mut buf).unwrap();
+    assert!(buf == data && asleep(2), "served from flash");
+    assert_eq!(
+        v.range_asleep(CHUNK + 12288, 4096).unwrap().asleep,
+        vec![2],
+        "unbuffered cold bytes still need the sleeping active disk"
+    );
+    // A write-only window on a pair that is not cold wakes as before (its active disk).
+    v.wake_for_writes(&[(0, CHUNK)]).unwrap();
+    assert!(!asleep(0), "the hot pair's active disk is up");
+    // Reading cold data not in flash wakes the cold pair's active disk.
+    v.wake_for(&[(CHUNK + 12288, 4096)]).unwrap();
+    assert!(
+        !asleep(2),
+        "a read wake spins up the cold pair's active disk"
+    );
+}

@@ -156,6 +156,7 @@ mod tests {
             Some(Entry {
                 len: 8,
                 flash_off: 0,
+                sole: false,
             }),
             |_, _| {},
             |_, _| {},

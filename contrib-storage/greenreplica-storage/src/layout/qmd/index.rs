@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 pub struct Entry {
     pub len: u64,
     pub flash_off: u64,
+    /// The flash holds the only copy (written while both disks of the pair slept): the
+    /// disks are both stale there, and the write-back goes to both.
+    pub sole: bool,
 }
 
 /// A run of home bytes and, if buffered, the flash offset of its newest copy.
@@ -70,6 +73,7 @@ impl MirrorIndex {
                 let keep = Entry {
                     len: e.len - cut,
                     flash_off: e.flash_off + cut,
+                    sole: e.sole,
                 };
                 kept(keep.flash_off, keep.len);
                 self.entries.insert(end, keep);
@@ -79,6 +83,19 @@ impl MirrorIndex {
             kept(e.flash_off, e.len);
             self.entries.insert(home, e);
         }
+    }
+
+    /// Whether the entry holding home byte `at` is a flash-only copy.
+    pub fn sole_at(&self, at: u64) -> bool {
+        self.entries
+            .range(..=at)
+            .next_back()
+            .is_some_and(|(s, e)| *s + e.len > at && e.sole)
+    }
+
+    /// The pair has flash-only entries (losing the flash would lose them).
+    pub fn has_sole(&self) -> bool {
+        self.entries.values().any(|e| e.sole)
     }
 
     /// Split home bytes `home..home+len` into buffered and unbuffered runs (the binary
@@ -170,6 +187,7 @@ mod tests {
                 Some(Entry {
                     len,
                     flash_off: flash,
+                    sole: false,
                 }),
                 |_, _| {},
                 |_, _| {},
@@ -188,6 +206,7 @@ mod tests {
             Some(Entry {
                 len: 10,
                 flash_off: 5000,
+                sole: false,
             }),
             |_, n| dropped += n,
             |_, n| kept += n,

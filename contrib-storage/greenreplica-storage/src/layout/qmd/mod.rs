@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::mirror;
+use super::pair_striped::{decode_image, encode_image, PairStripe, Piece, Reader};
 use super::registry::check_chunk;
 use super::{
     Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan, Reconcile,
@@ -42,6 +43,8 @@ const REC_CLEAN: u16 = 2;
 const REC_VOLUME_INFO: u16 = 3;
 /// The whole temperature table (hot and cold ranges), after each change.
 const REC_TEMPERATURE: u16 = 4;
+/// A buffered run whose only copy is in flash (both disks of its pair slept).
+const REC_SOLE: u16 = 5;
 
 /// Largest flash extent (the paper's 1 GB).
 const MAX_EXTENT: u64 = 1 << 30;
@@ -55,11 +58,13 @@ struct State {
     index: Vec<MirrorIndex>,
     extents: Extents,
     flush: Flush,
-    /// Flash writes planned and not yet completed: flash offset → (pair, home, len).
-    planned: HashMap<u64, (usize, u64, u64)>,
+    /// Flash writes planned and not yet completed: flash offset → (pair, home, len, sole).
+    planned: HashMap<u64, (usize, u64, u64, bool)>,
     outbox: Vec<LayoutRecord>,
     /// Hot and cold volume ranges (partial on-line mirrors).
     temperatures: Temperatures,
+    /// Per pair: cold (may sleep whole), from `temperatures`.
+    cold: Vec<bool>,
 }
 
 #[derive(Debug)]
@@ -69,9 +74,6 @@ pub struct Qmd {
     member_bytes: u64,
     state: Mutex<State>,
 }
-
-/// A piece of a request: (caller buffer offset, pair, home offset, length).
-type Piece = (u64, usize, u64, u64);
 
 impl Qmd {
     pub fn check(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
@@ -122,6 +124,7 @@ impl Qmd {
                 planned: HashMap::new(),
                 outbox: Vec::new(),
                 temperatures: Temperatures::default(),
+                cold: vec![false; pairs],
             }),
         })
     }
@@ -130,25 +133,16 @@ impl Qmd {
         2 * self.pairs
     }
 
+    fn stripe(&self) -> PairStripe {
+        PairStripe::new(self.pairs, self.stripe_unit)
+    }
+
     fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
-        let mut pieces = Vec::new();
-        let mut done = 0;
-        while done < len {
-            let pos = offset + done;
-            let chunk = pos / self.stripe_unit;
-            let within = pos % self.stripe_unit;
-            let piece = (self.stripe_unit - within).min(len - done);
-            let pair = (chunk % self.pairs as u64) as usize;
-            let home = (chunk / self.pairs as u64) * self.stripe_unit + within;
-            pieces.push((done, pair, home, piece));
-            done += piece;
-        }
-        pieces
+        self.stripe().map(offset, len)
     }
 
     fn volume_offset(&self, pair: usize, home: u64) -> u64 {
-        let row = home / self.stripe_unit;
-        (row * self.pairs as u64 + pair as u64) * self.stripe_unit + home % self.stripe_unit
+        self.stripe().volume_offset(pair, home)
     }
 
     /// The pairs volume bytes `start..end` touch (every pair once the range spans a row).
@@ -178,13 +172,32 @@ impl Qmd {
 
     /// The second disk of `pair` is up: it can serve about as soon as the readiest member
     /// (views give no power state; a sleeping disk is a spin-up away, seconds).
-    fn second_up(&self, pair: usize, views: &[MemberView]) -> bool {
+    /// A cold pair whose active disk is far from ready sleeps whole: its second disk is not
+    /// up even when it would be as ready as the active one.
+    fn second_up(&self, st: &State, pair: usize, views: &[MemberView]) -> bool {
         let now = views
             .iter()
             .map(|v| v.ready_at)
             .fold(Seconds::INFINITY, Seconds::min);
         let s = views[2 * pair + 1].ready_at;
-        s <= now + UP_SLACK_S || s <= views[2 * pair].ready_at
+        s <= now + UP_SLACK_S
+            || (s <= views[2 * pair].ready_at && !self.pair_asleep(st, pair, views))
+    }
+
+    /// Both disks of a cold `pair` sleep: a write lands in flash alone (issue 16 item 5).
+    fn pair_asleep(&self, st: &State, pair: usize, views: &[MemberView]) -> bool {
+        let now = views
+            .iter()
+            .map(|v| v.ready_at)
+            .fold(Seconds::INFINITY, Seconds::min);
+        let down = |m: usize| views[m].ready_at > now + UP_SLACK_S;
+        st.cold[pair] && down(2 * pair) && down(2 * pair + 1)
+    }
+
+    fn set_temperatures(&self, st: &mut State, t: Temperatures) {
+        let cold = self.cold_pairs(&t);
+        st.cold = (0..self.pairs).map(|p| cold.contains(&p)).collect();
+        st.temperatures = t;
     }
 
     /// Buffered bytes (live index entries) of all mirrors.
@@ -250,10 +263,12 @@ impl Qmd {
                 len,
                 buf: Buf::Caller(buf_offset),
             };
+            // Both disks asleep: the flash alone holds the write until the write-back.
+            let sole = self.pair_asleep(&st, pair, views);
             let buffer = active_ok
                 && views[s].writable
                 && views[flash].writable
-                && (!self.second_up(pair, views) || !st.index[pair].is_empty());
+                && (sole || !self.second_up(&st, pair, views) || !st.index[pair].is_empty());
             let slot = if buffer {
                 let extents = &mut st.extents;
                 extents
@@ -268,8 +283,10 @@ impl Qmd {
                         let info = st.extents.info.clone();
                         st.outbox.push(volume_info_record(&info));
                     }
-                    st.planned.insert(flash_off, (pair, home, len));
-                    plan.writes.push(io(a, home));
+                    st.planned.insert(flash_off, (pair, home, len, sole));
+                    if !sole {
+                        plan.writes.push(io(a, home));
+                    }
                     plan.writes.push(io(flash, flash_off));
                 }
                 None => plan.writes.extend(
@@ -300,9 +317,10 @@ impl Qmd {
         let mut ios = Vec::new();
         for (at, n, buffered) in st.index[pair].fragments(home, len) {
             let candidates: Vec<(usize, u64)> = match buffered {
+                Some(flash_off) if st.index[pair].sole_at(at) => vec![(flash, flash_off)],
                 Some(flash_off) => vec![(flash, flash_off), (a, at)],
                 // A sleeping second disk is read only when the active one cannot serve.
-                None if !self.second_up(pair, views) => vec![(a, at), (s, at)],
+                None if !self.second_up(st, pair, views) => vec![(a, at), (s, at)],
                 None => {
                     let mut c = vec![(a, at), (s, at)];
                     c.sort_by(|x, y| views[x.0].ready_at.total_cmp(&views[y.0].ready_at));
@@ -326,9 +344,9 @@ impl Qmd {
     }
 
     fn apply(&self, st: &mut State, r: &LayoutRecord) -> Result<(), String> {
-        let mut rd = Reader(&r.payload);
+        let mut rd = Reader::new(&r.payload, "qmd");
         match r.kind {
-            REC_BUFFERED => {
+            REC_BUFFERED | REC_SOLE => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
                 let flash_off = rd.u64()?;
                 let flash_end = flash_off.saturating_add(len);
@@ -341,7 +359,13 @@ impl Qmd {
                          {flash_off} is outside the volume"
                     ));
                 }
-                Self::set_range(st, pair, home, len, Some(Entry { len, flash_off }));
+                let sole = r.kind == REC_SOLE;
+                let e = Entry {
+                    len,
+                    flash_off,
+                    sole,
+                };
+                Self::set_range(st, pair, home, len, Some(e));
             }
             REC_CLEAN => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
@@ -360,7 +384,8 @@ impl Qmd {
                 st.extents.restore(VolumeInfo { extents, next })?;
             }
             REC_TEMPERATURE => {
-                st.temperatures = Temperatures::from_payload(&r.payload, self.capacity())?;
+                let t = Temperatures::from_payload(&r.payload, self.capacity())?;
+                self.set_temperatures(st, t);
             }
             other => return Err(format!("unknown qmd record kind {other}")),
         }
@@ -420,7 +445,7 @@ fn buffered_record(pair: usize, home: u64, e: &Entry) -> LayoutRecord {
     payload.extend(e.len.to_le_bytes());
     payload.extend(e.flash_off.to_le_bytes());
     LayoutRecord {
-        kind: REC_BUFFERED,
+        kind: if e.sole { REC_SOLE } else { REC_BUFFERED },
         payload,
     }
 }
@@ -440,28 +465,6 @@ fn clean_record(pair: usize, home: u64, len: u64) -> LayoutRecord {
     LayoutRecord {
         kind: REC_CLEAN,
         payload,
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let (head, rest) = self
-            .0
-            .split_at_checked(N)
-            .ok_or_else(|| "truncated qmd record".to_string())?;
-        self.0 = rest;
-        head.try_into().map_err(|_| "truncated qmd record".into())
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take()?))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take()?))
     }
 }
 
@@ -539,10 +542,11 @@ impl Personality for Qmd {
             if w.member != self.flash() {
                 continue;
             }
-            if let Some((pair, home, len)) = st.planned.remove(&w.member_offset) {
+            if let Some((pair, home, len, sole)) = st.planned.remove(&w.member_offset) {
                 let e = Entry {
                     len,
                     flash_off: w.member_offset,
+                    sole,
                 };
                 Self::set_range(&mut st, pair, home, len, Some(e));
                 st.outbox.push(buffered_record(pair, home, &e));
@@ -599,18 +603,10 @@ impl Personality for Qmd {
         st.extents.restore(VolumeInfo::default())?;
         st.planned.clear();
         st.outbox.clear();
-        st.temperatures = Temperatures::default();
-        if let Some(mut bytes) = image {
-            while !bytes.is_empty() {
-                let mut rd = Reader(bytes);
-                let kind = rd.u16()?;
-                let n = rd.u32()? as usize;
-                let payload =
-                    rd.0.get(..n)
-                        .ok_or_else(|| "truncated qmd checkpoint image".to_string())?
-                        .to_vec();
-                bytes = &rd.0[n..];
-                self.apply(&mut st, &LayoutRecord { kind, payload })?;
+        self.set_temperatures(&mut st, Temperatures::default());
+        if let Some(bytes) = image {
+            for r in decode_image(bytes, "qmd")? {
+                self.apply(&mut st, &r)?;
             }
         }
         for r in records {
@@ -655,13 +651,7 @@ impl Personality for Qmd {
                     .map(|(home, e)| buffered_record(pair, home, &e)),
             );
         }
-        let mut out = Vec::new();
-        for r in records {
-            out.extend(r.kind.to_le_bytes());
-            out.extend((r.payload.len() as u32).to_le_bytes());
-            out.extend(r.payload);
-        }
-        Some(out)
+        Some(encode_image(records))
     }
 
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
@@ -725,7 +715,7 @@ impl Personality for Qmd {
         let next = st.temperatures.with(extents, t)?;
         let n = next.len();
         st.outbox.push(temperature_record(&next));
-        st.temperatures = next;
+        self.set_temperatures(&mut st, next);
         Ok(n)
     }
 
@@ -735,6 +725,31 @@ impl Personality for Qmd {
             .iter()
             .map(|(s, e, t)| (s, e - s, if t == Temperature::Hot { "hot" } else { "cold" }))
             .collect()
+    }
+
+    /// Per pair the range touches: the flash alone while the pair is cold and asleep whole
+    /// (the writes land only in flash), the active disk and the flash while its second disk
+    /// sleeps or it has buffered runs, both disks else (as `plan_write` decides).
+    fn write_members(&self, offset: u64, len: u64, views: &[MemberView]) -> Option<Vec<usize>> {
+        let st = lock(&self.state);
+        let flash = self.flash();
+        let flash_ok = views[flash].writable;
+        let end = offset.checked_add(len)?;
+        let mut members = Vec::new();
+        for pair in self.pairs_of(offset, end) {
+            let (a, s) = (2 * pair, 2 * pair + 1);
+            if flash_ok && self.pair_asleep(&st, pair, views) {
+                members.push(flash);
+            } else if flash_ok && (!self.second_up(&st, pair, views) || !st.index[pair].is_empty())
+            {
+                members.extend([a, flash]);
+            } else {
+                members.extend([a, s]);
+            }
+        }
+        members.sort_unstable();
+        members.dedup();
+        Some(members)
     }
 
     fn cold_groups(&self) -> Vec<usize> {
@@ -781,6 +796,11 @@ impl Personality for Qmd {
                 if from >= to {
                     continue;
                 }
+                if e.sole {
+                    return Err(unrecoverable(
+                        "the flash holds the only copy of a buffered run",
+                    ));
+                }
                 let at = home + (from - e.flash_off);
                 if !views[2 * pair].holds(at, to - from) {
                     return Err(unrecoverable("the active disk of a buffered run is lost"));
@@ -822,7 +842,15 @@ impl Personality for Qmd {
         if group.iter().any(|c| c.member >= self.flash()) {
             return Ok(Reconcile::default());
         }
-        let fragments = lock(&self.state).index[pair].fragments(offset, len);
+        // Each buffered fragment with its flag: the flash holds the only copy.
+        let fragments: Vec<(u64, u64, Option<u64>, bool)> = {
+            let st = lock(&self.state);
+            st.index[pair]
+                .fragments(offset, len)
+                .into_iter()
+                .map(|(at, k, b)| (at, k, b, b.is_some() && st.index[pair].sole_at(at)))
+                .collect()
+        };
         let active = group
             .iter()
             .find(|c| c.member == 2 * pair)
@@ -832,7 +860,7 @@ impl Personality for Qmd {
             .map(|c| {
                 let mut bytes = c.bytes.clone();
                 if let (Some(b), Some(a), true) = (&mut bytes, &active, c.member % 2 == 1) {
-                    for &(at, k, buffered) in &fragments {
+                    for &(at, k, buffered, _) in &fragments {
                         if buffered.is_some() {
                             let r = (at - offset) as usize..(at - offset + k) as usize;
                             b[r.clone()].copy_from_slice(&a[r]);
@@ -854,8 +882,16 @@ impl Personality for Qmd {
         let mut verdict = mirror::reconcile(offset, &copies, len)?;
         // After a crash a buffered run's flash copy may be older than its active disk (the
         // data landed, its record did not): the active disk wins, the second disk takes its
-        // bytes and the run leaves the index, so the copies converge.
-        let buffered = fragments.iter().any(|f| f.2.is_some());
+        // bytes and the run leaves the index, so the copies converge. Not so for a
+        // flash-only run: its record says the flash is newest (a later write whose record
+        // is not durable was never acknowledged), so it stays and the write-back puts the
+        // flash copy on both disks.
+        let dual: Vec<(u64, u64)> = fragments
+            .iter()
+            .filter(|f| f.2.is_some() && !f.3)
+            .map(|f| (f.0, f.1))
+            .collect();
+        let buffered = !dual.is_empty();
         let second = 2 * pair + 1;
         let second_live = group
             .iter()
@@ -874,8 +910,10 @@ impl Personality for Qmd {
             verdict.rewrites.retain(|(m, _)| *m != second);
             verdict.rewrites.push((second, reference));
             let mut st = lock(&self.state);
-            Self::set_range(&mut st, pair, offset, len, None);
-            st.outbox.push(clean_record(pair, offset, len));
+            for (at, k) in dual {
+                Self::set_range(&mut st, pair, at, k, None);
+                st.outbox.push(clean_record(pair, at, k));
+            }
             Self::after_change(&mut st);
         }
         Ok(verdict)
@@ -884,8 +922,10 @@ impl Personality for Qmd {
     fn survives(&self, valid: &[bool]) -> bool {
         let ok = |m: usize| valid.get(m).copied().unwrap_or(false);
         let st = lock(&self.state);
-        (0..self.pairs)
-            .all(|p| ok(2 * p) || (ok(2 * p + 1) && (st.index[p].is_empty() || ok(self.flash()))))
+        (0..self.pairs).all(|p| {
+            (ok(2 * p) || (ok(2 * p + 1) && (st.index[p].is_empty() || ok(self.flash()))))
+                && (ok(self.flash()) || !st.index[p].has_sole())
+        })
     }
 
     fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
@@ -899,7 +939,7 @@ impl Personality for Qmd {
         let flash = self.flash();
         let eligible: Vec<usize> = (0..self.pairs)
             .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
-            .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(p, views))
+            .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(&st, p, views))
             .collect();
         for p in eligible {
             let State { index, flush, .. } = &mut *st;
@@ -911,8 +951,8 @@ impl Personality for Qmd {
                     break;
                 };
                 // A run the flash cannot serve is copied from the active disk instead.
-                let readable =
-                    views[flash].holds(e.flash_off, e.len) || views[2 * p].holds(home, e.len);
+                let readable = views[flash].holds(e.flash_off, e.len)
+                    || (!e.sole && views[2 * p].holds(home, e.len));
                 if readable {
                     if !flush.take() {
                         return None;
@@ -958,6 +998,17 @@ impl Personality for Qmd {
                 len: n,
                 buf: Buf::Caller(buf_offset),
             });
+            // Flash-only runs go back to the active disk too (stale there as well).
+            for (at, k, buffered) in st.index[pair].fragments(home, n) {
+                if buffered.is_some() && st.index[pair].sole_at(at) {
+                    plan.writes.push(MemberIo {
+                        member: 2 * pair,
+                        member_offset: at,
+                        len: k,
+                        buf: Buf::Caller(buf_offset + at - home),
+                    });
+                }
+            }
         }
         Ok(plan)
     }

@@ -30,6 +30,7 @@ mod tests;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use super::pair_striped::{decode_image, encode_image, PairStripe, Piece, Reader};
 use super::registry::check_chunk;
 use super::{
     mirror, Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan,
@@ -41,9 +42,7 @@ use crate::sync::lock;
 pub use geometry::seek_distance;
 use geometry::{Geometry, Region};
 pub use options::RoloOptions;
-use records::{
-    duty_record, logged_record, unlogged_record, Reader, REC_DUTY, REC_LOGGED, REC_UNLOGGED,
-};
+use records::{duty_record, logged_record, unlogged_record, REC_DUTY, REC_LOGGED, REC_UNLOGGED};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
@@ -116,8 +115,6 @@ pub struct Rolo {
 /// RoLo-S's default zebra width gives at least this many bands.
 const MIN_BANDS: u64 = 16;
 
-/// A piece of a request: (caller buffer offset, pair, home offset, length).
-type Piece = (u64, usize, u64, u64);
 /// A run of home bytes and, if logged, (logger, log offset) of its newest second copy.
 type Fragment = (u64, u64, Option<(usize, u64)>);
 
@@ -270,24 +267,15 @@ impl Rolo {
 
     /// The volume range of a pair's home bytes (within one stripe unit).
     fn volume_offset(&self, pair: usize, home: u64) -> u64 {
-        let row = home / self.stripe_unit;
-        (row * self.pairs as u64 + pair as u64) * self.stripe_unit + home % self.stripe_unit
+        self.stripe().volume_offset(pair, home)
+    }
+
+    fn stripe(&self) -> PairStripe {
+        PairStripe::new(self.pairs, self.stripe_unit)
     }
 
     fn map(&self, offset: u64, len: u64) -> Vec<Piece> {
-        let mut pieces = Vec::new();
-        let mut done = 0;
-        while done < len {
-            let pos = offset + done;
-            let chunk = pos / self.stripe_unit;
-            let within = pos % self.stripe_unit;
-            let piece = (self.stripe_unit - within).min(len - done);
-            let pair = (chunk % self.pairs as u64) as usize;
-            let home = (chunk / self.pairs as u64) * self.stripe_unit + within;
-            pieces.push((done, pair, home, piece));
-            done += piece;
-        }
-        pieces
+        self.stripe().map(offset, len)
     }
 
     /// The logger that takes `len` more bytes of `pair`, and where in its log; None: write
@@ -577,7 +565,7 @@ impl Rolo {
     }
 
     fn apply(&self, st: &mut State, r: &LayoutRecord) -> Result<(), String> {
-        let mut rd = Reader(&r.payload);
+        let mut rd = Reader::new(&r.payload, "rolo");
         match r.kind {
             REC_LOGGED => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
@@ -898,18 +886,10 @@ impl Personality for Rolo {
         st.outbox.clear();
         st.prewoken = false;
         st.wake.clear();
-        if let Some(mut bytes) = image {
+        if let Some(bytes) = image {
             // The image is the records that rebuild the state: the duty, then every entry.
-            while !bytes.is_empty() {
-                let mut rd = Reader(bytes);
-                let kind = u16::from_le_bytes(rd.take()?);
-                let n = rd.u32()? as usize;
-                let payload =
-                    rd.0.get(..n)
-                        .ok_or_else(|| "truncated rolo checkpoint image".to_string())?
-                        .to_vec();
-                bytes = &rd.0[n..];
-                self.apply(&mut st, &LayoutRecord { kind, payload })?;
+            for r in decode_image(bytes, "rolo")? {
+                self.apply(&mut st, &r)?;
             }
         }
         for r in records {
@@ -925,13 +905,7 @@ impl Personality for Rolo {
         for (pair, index) in st.index.iter().enumerate() {
             records.extend(index.iter().map(|(home, e)| logged_record(pair, *home, e)));
         }
-        let mut out = Vec::new();
-        for r in records {
-            out.extend(r.kind.to_le_bytes());
-            out.extend((r.payload.len() as u32).to_le_bytes());
-            out.extend(r.payload);
-        }
-        Some(out)
+        Some(encode_image(records))
     }
 
     fn recover(

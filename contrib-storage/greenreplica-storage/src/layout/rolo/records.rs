@@ -42,25 +42,3 @@ pub(super) fn unlogged_record(pair: usize, home: u64, len: u64) -> LayoutRecord 
         payload,
     }
 }
-
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
-
-impl Reader<'_> {
-    pub(super) fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let (head, rest) = self
-            .0
-            .split_at_checked(N)
-            .ok_or_else(|| "truncated rolo record".to_string())?;
-        self.0 = rest;
-        head.try_into().map_err(|_| "truncated rolo record".into())
-    }
-    pub(super) fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take::<1>()?[0])
-    }
-    pub(super) fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    pub(super) fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-}
