@@ -11,6 +11,8 @@
 #
 #   bash contrib-storage/tests/raid5-root.sh                  # as root
 #   LAYOUT=raid6 bash contrib-storage/tests/raid5-root.sh     # RAID6 on 4, two members lost
+#   LAYOUT=raid5-tracks bash …   # track-aligned RAID5 (issue 18): members are Atlas 10K V
+#                                # units 0..2, their boundary lists stored in the members
 #   GRS_BIN=/path/to/greenreplica-storage ROUNDS=3 bash …     # a given binary, fewer crashes
 set -uo pipefail
 
@@ -18,10 +20,13 @@ set -uo pipefail
 
 LAYOUT=${LAYOUT:-raid5}
 case "$LAYOUT" in
-raid5) MEMBERS=3 LOST="1" AGAIN="0" ;;       # members failed under load, then after the rebuild
+raid5 | raid5-tracks) MEMBERS=3 LOST="1" AGAIN="0" ;; # members failed under load, then after the rebuild
 raid6) MEMBERS=4 LOST="1 3" AGAIN="0 2" ;;
-*) echo "LAYOUT must be raid5 or raid6" >&2; exit 2 ;;
+*) echo "LAYOUT must be raid5, raid5-tracks or raid6" >&2; exit 2 ;;
 esac
+# Track-aligned layouts take each member's tracks from its drive model (unit = drive_seed).
+PROFILE=test-fast
+[ "$LAYOUT" = raid5-tracks ] && PROFILE=maxtor-atlas-10k-v
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_USER=${PG_USER:-grtest}
 require_root_and_tools "the $LAYOUT tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
@@ -53,7 +58,7 @@ times() { printf "$1%.0s" $(seq 1 "$2") | sed 's/,$//'; } # times WORD, N: "WORD
 # three members' data areas (past the 1 MiB header) is zero everywhere. Filesystem frozen.
 # (RAID6's Q is not an XOR: there only scrub checks.)
 parity_of_images() {
-	[ "$LAYOUT" = raid5 ] || return 0 # callers say so
+	[ "$LAYOUT" != raid6 ] || return 0 # callers say so
 	fsfreeze -f "$MNT" || return 1
 	python3 - "$WORK"/members/r5-{0,1,2}.img <<'PY'
 import sys
@@ -111,7 +116,8 @@ for i in $(seq 0 $((MEMBERS - 1))); do
 kind = "file"
 path = "$WORK/members/r5-$i.img"
 size = "160MiB"
-profile = "test-fast"
+profile = "$PROFILE"
+drive_seed = $i
 CONF
 done
 
@@ -244,7 +250,7 @@ if [ "$(echo "$scrub" | jq -r '.report.mismatched_chunks, .report.read_errors' 2
 else
 	fail "scrub --check-only finds the parity of every stripe right" "$scrub"
 fi
-if [ "$LAYOUT" != raid5 ]; then
+if [ "$LAYOUT" = raid6 ]; then
 	skip "the member images agree: every stripe's parity is the XOR of its data" "RAID6's Q is not an XOR (scrub checked it)"
 elif parity_of_images; then
 	pass "the member images agree: every stripe's parity is the XOR of its data"
@@ -304,7 +310,7 @@ else
 	fail "the agent restarts after each kill -9" "$(tail -5 "$WORK/agent.log")"
 fi
 if [ "$restarted" -eq 1 ] && [ -z "$bad_rounds" ]; then
-	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub$([ "$LAYOUT" = raid5 ] && echo ' and from the images'))"
+	pass "after every restart the resync leaves every stripe's parity right ($ROUNDS crashes, $resyncs with dirty regions; checked by scrub$([ "$LAYOUT" != raid6 ] && echo ' and from the images'))"
 else
 	fail "after every restart the resync leaves every stripe's parity right" "$bad_rounds"
 fi
