@@ -33,6 +33,8 @@ check)
 		bash tests/raid5-root.sh
 		say "storage agent: RAID6 under PostgreSQL (two members failed and rebuilt, kill -9 x3)"
 		LAYOUT=raid6 ROUNDS=3 bash tests/raid5-root.sh
+		say "storage agent: track-aligned RAID5 under PostgreSQL (raid5-tracks, a member rebuilt, kill -9 x3)"
+		LAYOUT=raid5-tracks ROUNDS=3 bash tests/raid5-root.sh
 		say "storage agent: RoLo-P under PostgreSQL (rotations, the on-duty logger failed and rebuilt, kill -9 x3)"
 		LAYOUT=rolo-p ROUNDS=3 bash tests/raid5-root.sh
 	fi

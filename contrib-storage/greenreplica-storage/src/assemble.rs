@@ -258,7 +258,7 @@ pub fn assemble_stores(
     }
     if tracks::wants_tracks(spec) {
         let member_tracks = tracks::member_tracks(spec, &stores, smallest - DATA_OFFSET)?;
-        let layout = tracks::layout(&member_tracks, smallest - DATA_OFFSET)
+        let layout = tracks::layout(spec, &member_tracks, smallest - DATA_OFFSET)
             .with_context(|| format!("volume {name}"))?;
         let volume = assemble_layout(spec, clock, state_dir, stores.clone(), layout)?;
         tracks::store_missing(spec, &stores, &member_tracks)?;

@@ -165,14 +165,24 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let member_bytes = opts.member_bytes.unwrap_or(profile.capacity_bytes);
     // Track-aligned layouts: member i is unit i of the model, and its chunks are that
     // unit's tracks.
-    let tracks = opts.layout.name() == layout::raid0_tracks::NAME;
+    let tracks =
+        [layout::raid0_tracks::NAME, layout::raid5_tracks::NAME].contains(&opts.layout.name());
     let layout: Box<dyn layout::Personality> = if tracks {
         let maps = (0..opts.members)
             .map(|i| {
                 layout::raid0_tracks::model_tracks(&opts.profile, Some(i as u64), member_bytes)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
+        let l: Box<dyn layout::Personality> = if opts.layout.name() == layout::raid5_tracks::NAME {
+            Box::new(layout::Raid5Tracks::with_tracks(maps, member_bytes)?)
+        } else {
+            Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
+        };
+        for (key, value) in opts.layout_options.iter() {
+            l.set_option(key, value)
+                .map_err(|problem| anyhow::anyhow!("layout_options.{key}: {problem}"))?;
+        }
+        l
     } else {
         layout::build_with(
             opts.layout,
@@ -434,6 +444,35 @@ mod tests {
         let e = r.figures.energy_joules;
         assert!((e - 22_300.0).abs() < 5.0, "{e}");
         assert!(r.figures.response_ms.max < 30.0);
+    }
+
+    /// A track-aligned RAID5 replay: a read of the first stripe's data reads every member
+    /// once, the parity member too (the filled-in read), unless the option turns it off.
+    #[test]
+    fn a_track_aligned_raid5_replay_fills_in_the_parity_read() {
+        let maps = (0..3)
+            .map(|i| {
+                layout::raid0_tracks::model_tracks("maxtor-atlas-10k-v", Some(i), 1 << 30).unwrap()
+            })
+            .collect();
+        let l = layout::Raid5Tracks::with_tracks(maps, 1 << 30).unwrap();
+        let stripe = 2 * l.stripe_starts()[1];
+        let read = format!("0,h,0,Read,0,{stripe},0");
+        let path = trace("raid5-tracks", &[read.as_str()]);
+        let mut opts = options(path.clone(), "always-on");
+        opts.profile = "maxtor-atlas-10k-v".into();
+        opts.layout = layout::raid5_tracks::NAME.parse().unwrap();
+        opts.members = 3;
+        opts.member_bytes = Some(1 << 30);
+        let r = replay(&opts).unwrap();
+        let reads: Vec<_> = r.members.iter().map(|m| m.figures.reads).collect();
+        assert_eq!(reads, vec![1, 1, 1]);
+        opts.layout_options =
+            crate::layout::LayoutOptions::from_pairs([("fill_parity_read", "false")]).unwrap();
+        let r = replay(&opts).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let reads: Vec<u64> = r.members.iter().map(|m| m.figures.reads).collect();
+        assert_eq!(reads.iter().sum::<u64>(), 2, "{reads:?}");
     }
 
     /// A track-aligned replay: member i is unit i, and a read of exactly the first track

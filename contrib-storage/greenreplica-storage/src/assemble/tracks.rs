@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::VolumeSpec;
-use crate::layout::{raid0_tracks, Personality, Raid0Tracks};
+use crate::layout::{raid0_tracks, raid5_tracks, Personality, Raid0Tracks, Raid5Tracks};
 use crate::member::Member;
 use crate::profile::DriveProfile;
 use crate::tracks::map::TrackMap;
@@ -18,7 +18,7 @@ use crate::tracks::stored;
 
 /// Whether the layout places chunks on member tracks.
 pub(super) fn wants_tracks(spec: &VolumeSpec) -> bool {
-    spec.layout.name() == raid0_tracks::NAME
+    [raid0_tracks::NAME, raid5_tracks::NAME].contains(&spec.layout.name())
 }
 
 /// A member's tracks in sectors, and whether they still have to be stored.
@@ -67,13 +67,27 @@ pub(super) fn member_tracks(
         .collect()
 }
 
-/// The personality over those tracks.
-pub(super) fn layout(tracks: &[MemberTracks], member_bytes: u64) -> Result<Box<dyn Personality>> {
+/// The personality over those tracks, with the volume's layout options.
+pub(super) fn layout(
+    spec: &VolumeSpec,
+    tracks: &[MemberTracks],
+    member_bytes: u64,
+) -> Result<Box<dyn Personality>> {
     let maps = tracks
         .iter()
         .map(|t| t.map.scaled(u64::from(t.sector_bytes)))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Box::new(Raid0Tracks::with_tracks(maps, member_bytes)?))
+    let layout: Box<dyn Personality> = if spec.layout.name() == raid5_tracks::NAME {
+        Box::new(Raid5Tracks::with_tracks(maps, member_bytes)?)
+    } else {
+        Box::new(Raid0Tracks::with_tracks(maps, member_bytes)?)
+    };
+    for (key, value) in spec.layout_options.iter() {
+        layout.set_option(key, value).map_err(|problem| {
+            anyhow::anyhow!("volume {}: layout_options.{key}: {problem}", spec.name)
+        })?;
+    }
+    Ok(layout)
 }
 
 /// Keep the lists not stored yet (after the headers: a member is never left with a list

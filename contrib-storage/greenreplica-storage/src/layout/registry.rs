@@ -152,6 +152,12 @@ pub static REGISTRY: &[Registration] = &[
         check: Raid0Tracks::check,
         build: |s| Ok(Box::new(Raid0Tracks::new(s)?)),
     },
+    Registration {
+        name: super::raid5_tracks::NAME,
+        default_members: 3,
+        check: super::Raid5Tracks::check,
+        build: |s| Ok(Box::new(super::Raid5Tracks::new(s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.

@@ -103,6 +103,8 @@ pub struct TracksBench {
     pub striping: Striping,
     /// The same comparison through the volume engine (`raid0-tracks`).
     pub volume_striping: super::volume_bench::VolumeStriping,
+    /// Track-aligned vs conventional RAID5 through the engine (`raid5-tracks`).
+    pub raid5_striping: super::raid5_bench::Raid5Striping,
     pub extraction: Vec<ExtractionTime>,
 }
 
@@ -446,6 +448,32 @@ pub fn run(
             .collect::<Result<Vec<_>>>()?;
         super::volume_bench::run(&units, &maps, samples, seed)?
     };
+    // The paper's RAID5 had five disks.
+    let raid5_striping = {
+        let units: Vec<DriveProfile> = (0..5)
+            .map(|u| {
+                let mut p = profile.clone();
+                p.unit = Some(u);
+                p
+            })
+            .collect();
+        let maps = units
+            .iter()
+            .map(|p| {
+                TrackMap::from_model(p, STRIPE_REGION_SECTORS)?
+                    .truncated(STRIPE_REGION_SECTORS)
+                    .ok_or_else(|| anyhow::anyhow!("no whole track"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut r = super::raid5_bench::run(&units, &maps, samples, seed)?;
+        // Five drives of one variant: the case where equal member offsets lose nothing.
+        let same: Vec<DriveProfile> = vec![units[1].clone(); units.len()];
+        let same_maps = vec![maps[1].clone(); maps.len()];
+        r.same_unit = Some(Box::new(super::raid5_bench::run(
+            &same, &same_maps, samples, seed,
+        )?));
+        r
+    };
 
     let mut extraction = Vec::new();
     for u in 0..units {
@@ -473,6 +501,7 @@ pub fn run(
         stream,
         striping,
         volume_striping,
+        raid5_striping,
         extraction,
     })
 }

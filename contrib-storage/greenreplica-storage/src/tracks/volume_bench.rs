@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::clock::VirtualClock;
 use crate::drive::bench::{fresh_drive, lcg};
-use crate::layout::Raid0Tracks;
+use crate::layout::{Personality, Raid0Tracks};
 use crate::profile::DriveProfile;
 use crate::service_model::IoKind;
 use crate::volume::{Health, MemberSlot, Request, Runner, Volume};
@@ -43,7 +43,7 @@ pub struct VolumeReaders {
     pub gain: f64,
 }
 
-fn volume(units: &[DriveProfile], layout: Raid0Tracks) -> Result<Volume> {
+pub(super) fn volume(units: &[DriveProfile], layout: Box<dyn Personality>) -> Result<Volume> {
     let slots = units
         .iter()
         .map(|p| {
@@ -56,7 +56,7 @@ fn volume(units: &[DriveProfile], layout: Raid0Tracks) -> Result<Volume> {
         .collect::<Result<Vec<_>>>()?;
     Ok(Volume::new(
         "tracks-bench",
-        Box::new(layout),
+        layout,
         slots,
         Arc::new(VirtualClock::new()),
         None,
@@ -65,7 +65,7 @@ fn volume(units: &[DriveProfile], layout: Raid0Tracks) -> Result<Volume> {
 }
 
 /// Full-stripe reads through the volume, `readers` at a time; MB/s.
-fn rounds(
+pub(super) fn rounds(
     v: &Volume,
     stripes: &[(u64, u64)],
     readers: usize,
@@ -141,14 +141,14 @@ pub fn run(
     for readers in [1, 2, 4, 8, 16] {
         // Fresh volumes (drives, caches, clock) per case.
         let c = rounds(
-            &volume(units, layout(&conventional_maps)?)?,
+            &volume(units, Box::new(layout(&conventional_maps)?))?,
             &conventional_stripes,
             readers,
             samples,
             seed,
         )?;
         let a = rounds(
-            &volume(units, layout(&aligned_maps)?)?,
+            &volume(units, Box::new(layout(&aligned_maps)?))?,
             &aligned_stripes,
             readers,
             samples,

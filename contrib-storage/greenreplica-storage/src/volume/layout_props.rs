@@ -272,6 +272,13 @@ impl Run {
             }
             // One copy of everything: the reads checked it.
             "raid0-tracks" => {}
+            // Stripes sit at equal member offsets: every offset's bytes XOR to zero.
+            "raid5-tracks" => {
+                for at in 0..bytes {
+                    let x = data.iter().fold(0u8, |x, m| x ^ m[at]);
+                    assert!(x == 0, "raid5-tracks: parity at member offset {at}");
+                }
+            }
             other => panic!("no consistency check for layout {other}"),
         }
     }
@@ -293,6 +300,7 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid5-ido-s" => vec![5, 6],
         "raid6-ido-s" => vec![6, 7],
         "raid0-tracks" => vec![2, 3, 4],
+        "raid5-tracks" => vec![3, 4, 5],
         other => panic!("add member counts for layout {other}"),
     }
 }

@@ -1,4 +1,4 @@
-//! Track-aligned RAID0 on the engine over members of different track sizes (several tracks
+//! Track-aligned RAID0 and RAID5 on the engine over members of different track sizes (several tracks
 //! per member, unlike the registry's default model on the small test members): every read
 //! returns the last write, through a crash (the volume rebuilt over the same members from
 //! their stored boundary lists, as assembly does), and no member I/O crosses a track.
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::tests::{dyn_stores, MEMBER};
 use super::*;
 use crate::clock::VirtualClock;
-use crate::layout::Raid0Tracks;
+use crate::layout::{Personality, Raid0Tracks, Raid5Tracks};
 use crate::ledger::Ledger;
 use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
@@ -41,7 +41,7 @@ fn member_tracks(i: u64, seed: u64) -> TrackMap {
     TrackMap::new(&b, end).unwrap()
 }
 
-fn volume_over(stores: &[Arc<MemMember>]) -> Volume {
+fn volume_over(stores: &[Arc<MemMember>], raid5: bool) -> Volume {
     // The layout is built from what the members store, never from the test's own maps.
     let maps: Vec<TrackMap> = stores
         .iter()
@@ -50,7 +50,12 @@ fn volume_over(stores: &[Arc<MemMember>]) -> Volume {
             map.scaled(u64::from(sector)).unwrap()
         })
         .collect();
-    let layout = Raid0Tracks::with_tracks(maps, MEMBER as u64 - DATA_OFFSET).unwrap();
+    let bytes = MEMBER as u64 - DATA_OFFSET;
+    let layout: Box<dyn Personality> = if raid5 {
+        Box::new(Raid5Tracks::with_tracks(maps, bytes).unwrap())
+    } else {
+        Box::new(Raid0Tracks::with_tracks(maps, bytes).unwrap())
+    };
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
     let slots = dyn_stores(stores)
         .into_iter()
@@ -67,7 +72,7 @@ fn volume_over(stores: &[Arc<MemMember>]) -> Volume {
         .collect();
     Volume::new(
         "t",
-        Box::new(layout),
+        layout,
         slots,
         Arc::new(VirtualClock::new()),
         None,
@@ -77,14 +82,25 @@ fn volume_over(stores: &[Arc<MemMember>]) -> Volume {
 
 #[test]
 fn track_aligned_raid0_returns_the_last_write_over_members_of_different_track_sizes() {
-    for members in [2u64, 3, 5] {
+    returns_the_last_write(false, &[2, 3, 5]);
+}
+
+/// The same for track-aligned RAID5 (stripes cut at every member's boundary), whose writes
+/// must not cross a track either.
+#[test]
+fn track_aligned_raid5_returns_the_last_write_over_members_of_different_track_sizes() {
+    returns_the_last_write(true, &[3, 4, 5]);
+}
+
+fn returns_the_last_write(raid5: bool, counts: &[u64]) {
+    for &members in counts {
         for seed in 1..=4u64 {
             let stores: Vec<Arc<MemMember>> =
                 (0..members).map(|_| MemMember::new(MEMBER)).collect();
             for (i, m) in stores.iter().enumerate() {
                 stored::store(m.as_ref(), &member_tracks(i as u64, seed), 512).unwrap();
             }
-            let mut v = volume_over(&stores);
+            let mut v = volume_over(&stores, raid5);
             let tracks: Vec<TrackMap> = (0..members)
                 .map(|i| member_tracks(i, seed).scaled(SECTOR).unwrap())
                 .collect();
@@ -116,11 +132,13 @@ fn track_aligned_raid0_returns_the_last_write_over_members_of_different_track_si
                 // A crash: the volume is gone, the members stay; assembly rebuilds it.
                 if rng.next().is_multiple_of(97) {
                     drop(v);
-                    v = volume_over(&stores);
+                    v = volume_over(&stores, raid5);
                     assert_eq!(v.capacity(), cap);
                 }
-                let plan = v.layout().plan(IoKind::Read, offset, len, &views(&v));
-                for io in plan.unwrap().reads {
+                let read = v.layout().plan(IoKind::Read, offset, len, &views(&v));
+                let write = v.layout().plan(IoKind::Write, offset, len, &views(&v));
+                let (read, write) = (read.unwrap(), write.unwrap());
+                for (_, io) in read.ios().chain(write.ios()) {
                     let m = &tracks[io.member];
                     let (_, start, end) = m.track(io.member_offset);
                     assert!(io.member_offset >= start && io.member_offset + io.len <= end);

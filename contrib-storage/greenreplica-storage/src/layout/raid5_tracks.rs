@@ -1,0 +1,669 @@
+//! Track-aligned RAID5 (the track-alignment paper's modified RAID5). A stripe starts at the
+//! same member offset on every member, and its chunk is the smallest track among the
+//! members at that position: it ends at the first track boundary of any member. So parity
+//! is XORed over chunks of one size at equal member offsets (the engine's sync groups,
+//! resync and scrub work as for RAID5), and no chunk, hence no member I/O, crosses a track
+//! boundary on any member. Members whose boundaries do not coincide get stripes shorter
+//! than a track (cut where either member's track ends).
+//!
+//! The paper's second lesson: "whenever the parity holding disk in a stripe was the only one
+//! not requested for that stripe, we filled in the read request for that disk" and
+//! discarded the data, so the member's track read is not fragmented by skipping its parity
+//! chunk. Option `fill_parity_read` (default true) does that.
+//!
+//! The parity arithmetic and its degraded paths are RAID5's own: each stripe is planned by
+//! an inner `Raid56` whose stripe `s` sits at virtual member offset `s * VIRTUAL_CHUNK`
+//! (its first `len(s)` bytes used), and the plan's member offsets are mapped back.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::raid0_tracks::{model_tracks, DEFAULT_MODEL};
+use super::{
+    Buf, Compute, LayoutError, LayoutKind, MemberIo, MemberView, Personality, Plan, Reconcile,
+    Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
+};
+use crate::layout::Raid56;
+use crate::parity::{Geometry, Level};
+use crate::service_model::IoKind;
+use crate::tracks::map::TrackMap;
+
+/// The name in the registry.
+pub const NAME: &str = "raid5-tracks";
+/// The option that fills in the parity member's read of a fully read stripe.
+pub const FILL_PARITY_READ: &str = "fill_parity_read";
+
+#[derive(Debug)]
+pub struct Raid5Tracks {
+    kind: LayoutKind,
+    members: Vec<TrackMap>,
+    /// Member offset where each stripe starts (the same on every member), then the end.
+    starts: Vec<u64>,
+    /// Volume offset where each stripe's data starts, then the capacity.
+    data_starts: Vec<u64>,
+    /// Plans one stripe at a time in virtual member offsets.
+    inner: Raid56,
+    /// The inner layout's stripe geometry (which member holds parity of a stripe).
+    geometry: Geometry,
+    virtual_chunk: u64,
+    fill_parity_read: AtomicBool,
+}
+
+fn shape_error(problem: String) -> LayoutError {
+    match NAME.parse::<LayoutKind>() {
+        Ok(layout) => LayoutError::Shape { layout, problem },
+        Err(e) => LayoutError::Shape {
+            layout: LayoutKind::SINGLE,
+            problem: format!("{e}: {problem}"),
+        },
+    }
+}
+
+impl Raid5Tracks {
+    pub fn check(members: usize, chunk: u64) -> Result<(), ShapeProblem> {
+        Raid56::check5(members, chunk)
+    }
+
+    /// The registry's constructor: the default model's tracks, unit = member index.
+    pub fn new(shape: &Shape) -> Result<Self, LayoutError> {
+        Self::check(shape.members, shape.chunk).map_err(|p| shape_error(p.problem))?;
+        let maps = (0..shape.members)
+            .map(|i| model_tracks(DEFAULT_MODEL, Some(i as u64), shape.member_bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::with_tracks(maps, shape.member_bytes)
+    }
+
+    /// Over members with these tracks (in bytes), using at most `member_bytes` of each.
+    pub fn with_tracks(maps: Vec<TrackMap>, member_bytes: u64) -> Result<Self, LayoutError> {
+        Self::check(maps.len(), 65536).map_err(|p| shape_error(p.problem))?;
+        let end = maps
+            .iter()
+            .map(TrackMap::sectors)
+            .min()
+            .unwrap_or(0)
+            .min(member_bytes);
+        // Each stripe ends at the nearest track boundary of any member.
+        let mut starts = vec![0u64];
+        let mut at = 0;
+        loop {
+            let next = maps.iter().map(|m| m.track(at).2).min().unwrap_or(at);
+            if next <= at || next > end {
+                break;
+            }
+            starts.push(next);
+            at = next;
+        }
+        if starts.len() < 2 {
+            return Err(shape_error(format!(
+                "no whole stripe of tracks fits the members' {member_bytes} data bytes"
+            )));
+        }
+        let k = (maps.len() - 1) as u64;
+        let mut data_starts = vec![0u64];
+        for w in starts.windows(2) {
+            let last = data_starts.last().copied().unwrap_or(0);
+            data_starts.push(last + k * (w[1] - w[0]));
+        }
+        let longest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let virtual_chunk = longest.max(4096).next_power_of_two();
+        let stripes = (starts.len() - 1) as u64;
+        let inner = Raid56::new(
+            Level::Raid5,
+            &Shape {
+                members: maps.len(),
+                member_bytes: stripes * virtual_chunk,
+                chunk: virtual_chunk,
+                options: Default::default(),
+            },
+        )?;
+        let geometry = Geometry::new(
+            Level::Raid5,
+            maps.len(),
+            virtual_chunk,
+            stripes * virtual_chunk,
+        )
+        .map_err(|e| shape_error(e.to_string()))?;
+        let kind = NAME
+            .parse()
+            .map_err(|e: String| shape_error(format!("not registered: {e}")))?;
+        Ok(Self {
+            kind,
+            members: maps,
+            starts,
+            data_starts,
+            inner,
+            geometry,
+            virtual_chunk,
+            fill_parity_read: AtomicBool::new(true),
+        })
+    }
+
+    /// The member tracks in use (bytes).
+    pub fn member_tracks(&self) -> &[TrackMap] {
+        &self.members
+    }
+
+    /// Member offsets where the stripes start, then where the last one ends.
+    pub fn stripe_starts(&self) -> &[u64] {
+        &self.starts
+    }
+
+    fn k(&self) -> u64 {
+        (self.members.len() - 1) as u64
+    }
+
+    fn stripe_len(&self, s: usize) -> u64 {
+        self.starts[s + 1] - self.starts[s]
+    }
+
+    /// The stripe holding volume offset `v`.
+    fn stripe_of_data(&self, v: u64) -> usize {
+        self.data_starts.partition_point(|&d| d <= v).max(1) - 1
+    }
+
+    /// The stripe holding member offset `m`.
+    fn stripe_of_member(&self, m: u64) -> usize {
+        self.starts.partition_point(|&s| s <= m).max(1) - 1
+    }
+
+    /// `offset..offset+len` as pieces inside one chunk each: (stripe, data index, offset in
+    /// the chunk, length, offset in the caller's buffer).
+    fn pieces(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64, u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let s = self.stripe_of_data(at);
+            let l = self.stripe_len(s);
+            let w = at - self.data_starts[s];
+            let (index, within) = (w / l, w % l);
+            let n = (l - within).min(end - at);
+            out.push((s, index, within, n, at - offset));
+            at += n;
+        }
+        out
+    }
+
+    /// A real member offset as the inner layout's, and back.
+    fn to_virtual(&self, member_offset: u64) -> u64 {
+        let s = self.stripe_of_member(member_offset);
+        s as u64 * self.virtual_chunk + (member_offset - self.starts[s])
+    }
+
+    fn to_real(&self, virtual_offset: u64) -> u64 {
+        let s = (virtual_offset / self.virtual_chunk) as usize;
+        self.starts[s] + virtual_offset % self.virtual_chunk
+    }
+
+    /// The members' views in virtual offsets (a rebuild watermark maps monotonically).
+    fn virtual_views(&self, views: &[MemberView]) -> Vec<MemberView> {
+        let end = self.starts[self.starts.len() - 1];
+        views
+            .iter()
+            .map(|v| MemberView {
+                valid_below: if v.valid_below >= end {
+                    u64::MAX
+                } else {
+                    self.to_virtual(v.valid_below)
+                },
+                ..*v
+            })
+            .collect()
+    }
+
+    /// Append the inner plan `part` to `plan`: member offsets back to real ones, caller
+    /// offsets moved by `buf_shift`, scratch buffers renumbered.
+    fn append(&self, plan: &mut Plan, part: Plan, buf_shift: u64) {
+        let base = plan.scratch.len();
+        let buf = |b: Buf| match b {
+            Buf::Caller(o) => Buf::Caller(o + buf_shift),
+            Buf::Scratch(i, o) => Buf::Scratch(i + base, o),
+        };
+        let io = |io: MemberIo| MemberIo {
+            member: io.member,
+            member_offset: self.to_real(io.member_offset),
+            len: io.len,
+            buf: buf(io.buf),
+        };
+        plan.scratch.extend(part.scratch);
+        plan.reads.extend(part.reads.into_iter().map(io));
+        plan.writes.extend(part.writes.into_iter().map(io));
+        plan.compute
+            .extend(part.compute.into_iter().map(|c| match c {
+                Compute::Copy { from, to, len } => Compute::Copy {
+                    from: buf(from),
+                    to: buf(to),
+                    len,
+                },
+                Compute::Syndrome { data, p, q, len } => Compute::Syndrome {
+                    data: data.into_iter().map(buf).collect(),
+                    p: buf(p),
+                    q: q.map(buf),
+                    len,
+                },
+                Compute::Delta {
+                    index,
+                    old,
+                    new,
+                    p,
+                    q,
+                    len,
+                } => Compute::Delta {
+                    index,
+                    old: buf(old),
+                    new: buf(new),
+                    p: p.map(buf),
+                    q: q.map(buf),
+                    len,
+                },
+                Compute::Reconstruct {
+                    level,
+                    chunks,
+                    lost,
+                    len,
+                } => Compute::Reconstruct {
+                    level,
+                    chunks: chunks.into_iter().map(buf).collect(),
+                    lost,
+                    len,
+                },
+            }));
+    }
+
+    /// Stripe `s`'s members in syndrome order (data indices, then P).
+    fn stripe_members(&self, s: usize) -> Vec<usize> {
+        self.geometry.syndrome_members(s as u64)
+    }
+
+    /// A write of whole stripe `s` (its data at `buf`): data and fresh parity, nothing read.
+    fn full_stripe_write(&self, plan: &mut Plan, s: usize, buf: u64) {
+        let l = self.stripe_len(s);
+        let members = self.stripe_members(s);
+        let k = self.k() as usize;
+        plan.scratch.push(l);
+        let p = Buf::Scratch(plan.scratch.len() - 1, 0);
+        plan.compute.push(Compute::Syndrome {
+            data: (0..k as u64).map(|i| Buf::Caller(buf + i * l)).collect(),
+            p,
+            q: None,
+            len: l,
+        });
+        for (i, &m) in members.iter().enumerate() {
+            plan.writes.push(MemberIo {
+                member: m,
+                member_offset: self.starts[s],
+                len: l,
+                buf: if i < k {
+                    Buf::Caller(buf + i as u64 * l)
+                } else {
+                    p
+                },
+            });
+        }
+    }
+}
+
+impl Raid5Tracks {
+    /// A write of `pieces` (all in one stripe). The stripe's member range is cut into rows
+    /// where the set of pieces, and every member's validity, stays the same; each row
+    /// updates parity once: read-modify-write, or from the other data chunks when a written
+    /// member cannot give its old bytes.
+    fn stripe_write(
+        &self,
+        plan: &mut Plan,
+        offset: u64,
+        pieces: &[(usize, u64, u64, u64, u64)],
+        views: &[MemberView],
+    ) -> Result<(), LayoutError> {
+        let Some(&(s, ..)) = pieces.first() else {
+            return Ok(());
+        };
+        let base = self.starts[s];
+        let l = self.stripe_len(s);
+        let members = self.stripe_members(s);
+        let k = self.k() as usize;
+        let parity = members[k];
+        let mut cuts: Vec<u64> = pieces
+            .iter()
+            .flat_map(|p| [p.2, p.2 + p.3])
+            .chain(
+                views
+                    .iter()
+                    .filter(|v| v.valid_below > base && v.valid_below < base + l)
+                    .map(|v| v.valid_below - base),
+            )
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (x, y) = (w[0], w[1]);
+            let len = y - x;
+            // The pieces covering this row: (data index, caller offset of byte x).
+            let written: Vec<(usize, u64)> = pieces
+                .iter()
+                .filter(|p| p.2 <= x && p.2 + p.3 >= y)
+                .map(|p| (p.1 as usize, p.4 + (x - p.2)))
+                .collect();
+            if written.is_empty() {
+                continue;
+            }
+            let at = base + x;
+            let holds = |m: usize| views[m].holds(at, len);
+            let no_copy = || LayoutError::NoLiveCopy {
+                offset: offset + written[0].1,
+                end: offset + written[0].1 + len,
+            };
+            let write_data = |plan: &mut Plan| {
+                for &(d, buf) in &written {
+                    if holds(members[d]) {
+                        plan.writes.push(MemberIo {
+                            member: members[d],
+                            member_offset: at,
+                            len,
+                            buf: Buf::Caller(buf),
+                        });
+                    }
+                }
+            };
+            if !holds(parity) {
+                // No parity to keep (lost, or above a rebuild's watermark: rebuilt later).
+                write_data(plan);
+                continue;
+            }
+            let p = Buf::Scratch(plan.scratch.len(), 0);
+            plan.scratch.push(len);
+            if written.iter().all(|&(d, _)| holds(members[d])) {
+                plan.reads.push(MemberIo {
+                    member: parity,
+                    member_offset: at,
+                    len,
+                    buf: p,
+                });
+                for &(d, buf) in &written {
+                    let old = Buf::Scratch(plan.scratch.len(), 0);
+                    plan.scratch.push(len);
+                    plan.reads.push(MemberIo {
+                        member: members[d],
+                        member_offset: at,
+                        len,
+                        buf: old,
+                    });
+                    plan.compute.push(Compute::Delta {
+                        index: d,
+                        old,
+                        new: Buf::Caller(buf),
+                        p: Some(p),
+                        q: None,
+                        len,
+                    });
+                }
+            } else {
+                // A written member cannot give its old bytes: parity from all the data.
+                let mut data = Vec::with_capacity(k);
+                for (d, &m) in members.iter().enumerate().take(k) {
+                    if let Some(&(_, buf)) = written.iter().find(|w| w.0 == d) {
+                        data.push(Buf::Caller(buf));
+                    } else if holds(m) {
+                        let b = Buf::Scratch(plan.scratch.len(), 0);
+                        plan.scratch.push(len);
+                        plan.reads.push(MemberIo {
+                            member: m,
+                            member_offset: at,
+                            len,
+                            buf: b,
+                        });
+                        data.push(b);
+                    } else {
+                        return Err(no_copy());
+                    }
+                }
+                plan.compute.push(Compute::Syndrome {
+                    data,
+                    p,
+                    q: None,
+                    len,
+                });
+            }
+            write_data(plan);
+            plan.writes.push(MemberIo {
+                member: parity,
+                member_offset: at,
+                len,
+                buf: p,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Personality for Raid5Tracks {
+    fn kind(&self) -> LayoutKind {
+        self.kind
+    }
+
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn member_data_bytes(&self) -> u64 {
+        self.starts[self.starts.len() - 1]
+    }
+
+    /// The longest chunk.
+    fn stripe_unit(&self) -> u64 {
+        (0..self.starts.len() - 1)
+            .map(|s| self.stripe_len(s))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.data_starts[self.data_starts.len() - 1]
+    }
+
+    fn role(&self, _member: usize) -> Role {
+        Role::DataAndParity
+    }
+
+    fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            FILL_PARITY_READ => {
+                let on = value
+                    .parse::<bool>()
+                    .map_err(|_| format!("{value:?} is not true or false"))?;
+                self.fill_parity_read.store(on, Ordering::Relaxed);
+                Ok(())
+            }
+            other => Err(format!(
+                "layout {NAME} has no option {other:?} (it has {FILL_PARITY_READ})"
+            )),
+        }
+    }
+
+    /// Filling in a read moves no data.
+    fn option_places_data(&self, key: &str) -> bool {
+        key != FILL_PARITY_READ
+    }
+
+    fn plan(
+        &self,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.check_range(offset, len)?;
+        let vviews = self.virtual_views(views);
+        let pieces = self.pieces(offset, len);
+        let mut plan = Plan::default();
+        let all_hold = |s: usize| {
+            views
+                .iter()
+                .all(|v| v.holds(self.starts[s], self.stripe_len(s)))
+        };
+        let mut i = 0;
+        while i < pieces.len() {
+            let (s, index, within, n, buf) = pieces[i];
+            let l = self.stripe_len(s);
+            let whole = index == 0 && within == 0 && i + self.k() as usize <= pieces.len() && {
+                pieces[i..i + self.k() as usize]
+                    .iter()
+                    .all(|p| p.0 == s && p.2 == 0 && p.3 == l)
+            };
+            if whole && kind == IoKind::Write && all_hold(s) {
+                self.full_stripe_write(&mut plan, s, buf);
+                i += self.k() as usize;
+                continue;
+            }
+            if whole && kind == IoKind::Read && all_hold(s) {
+                let members = self.stripe_members(s);
+                for (d, &m) in members.iter().enumerate().take(self.k() as usize) {
+                    plan.reads.push(MemberIo {
+                        member: m,
+                        member_offset: self.starts[s],
+                        len: l,
+                        buf: Buf::Caller(buf + d as u64 * l),
+                    });
+                }
+                if self.fill_parity_read.load(Ordering::Relaxed) {
+                    // The paper's filled-in read: the parity member reads its chunk too
+                    // (discarded), so its track read is not cut around the parity.
+                    plan.scratch.push(l);
+                    plan.reads.push(MemberIo {
+                        member: members[self.k() as usize],
+                        member_offset: self.starts[s],
+                        len: l,
+                        buf: Buf::Scratch(plan.scratch.len() - 1, 0),
+                    });
+                }
+                i += self.k() as usize;
+                continue;
+            }
+            if kind == IoKind::Write {
+                // Every piece of this stripe in one go: pieces of one stripe share parity
+                // bytes, which separate plans would each update from the same old parity.
+                let mut j = i;
+                while j < pieces.len() && pieces[j].0 == s {
+                    j += 1;
+                }
+                self.stripe_write(&mut plan, offset, &pieces[i..j], views)?;
+                i = j;
+                continue;
+            }
+            let v = s as u64 * self.k() * self.virtual_chunk + index * self.virtual_chunk + within;
+            let part = self.inner.plan(kind, v, n, &vviews)?;
+            self.append(&mut plan, part, buf);
+            i += 1;
+        }
+        Ok(plan)
+    }
+
+    fn recover(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let vviews = self.virtual_views(views);
+        let mut plan = Plan::default();
+        let end = offset.saturating_add(len).min(self.member_data_bytes());
+        let mut at = offset;
+        while at < end {
+            let s = self.stripe_of_member(at);
+            let n = self.starts[s + 1].min(end) - at;
+            let part = self
+                .inner
+                .recover(member, self.to_virtual(at), n, &vviews)?;
+            self.append(&mut plan, part, at - offset);
+            at += n;
+        }
+        Ok(plan)
+    }
+
+    fn sync_groups(&self) -> Vec<Vec<usize>> {
+        vec![(0..self.members.len()).collect()]
+    }
+
+    fn lock_spans(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64)> {
+        if len == 0 {
+            return Vec::new();
+        }
+        let first = self.stripe_of_data(offset);
+        let last = self.stripe_of_data(offset + len - 1);
+        vec![(0, self.starts[first], self.starts[last + 1])]
+    }
+
+    /// Parity is recomputed from the data at each member offset (every stripe sits at equal
+    /// offsets); a piece one member cannot vouch for is rebuilt from the others.
+    fn reconcile(&self, offset: u64, group: &[SyncCopy], len: u64) -> Result<Reconcile, String> {
+        let n = self.members.len();
+        let unit = group
+            .iter()
+            .find_map(|c| c.bytes.as_ref().map(Vec::len))
+            .unwrap_or(len as usize);
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; n];
+        let copy_of = |m: usize| group.iter().find(|c| c.member == m);
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let s = self.stripe_of_member(at);
+            let stripe_end = self.starts.get(s + 1).copied().unwrap_or(end).min(end);
+            // Work in pieces that stay inside one stripe and one readability block.
+            let block_end = (at - offset) / SYNC_BLOCK * SYNC_BLOCK + SYNC_BLOCK + offset;
+            let to = stripe_end.min(block_end).max(at + 1).min(end);
+            let range = (at - offset) as usize..(to - offset) as usize;
+            let block = ((at - offset) / SYNC_BLOCK) as usize;
+            let members = self.stripe_members(s);
+            let parity = members[n - 1];
+            let lost: Vec<usize> = (0..n)
+                .filter(|&m| {
+                    copy_of(m).is_none_or(|c| {
+                        c.bytes.is_none() || !c.readable.get(block).copied().unwrap_or(false)
+                    })
+                })
+                .collect();
+            if lost.len() > 1 {
+                return Err(format!(
+                    "stripe {s}: {} of its chunks cannot be read, parity covers 1",
+                    lost.len()
+                ));
+            }
+            // The member to recompute: the lost one, else the parity.
+            let target = lost.first().copied().unwrap_or(parity);
+            let mut xor = vec![0u8; range.len()];
+            for m in (0..n).filter(|&m| m != target) {
+                if let Some(bytes) = copy_of(m).and_then(|c| c.bytes.as_ref()) {
+                    for (x, b) in xor.iter_mut().zip(&bytes[range.clone()]) {
+                        *x ^= b;
+                    }
+                }
+            }
+            let current = copy_of(target).and_then(|c| c.bytes.as_ref());
+            let differs = !lost.is_empty() || current.is_none_or(|b| b[range.clone()] != xor[..]);
+            if differs && copy_of(target).is_some() {
+                let bytes = out[target]
+                    .get_or_insert_with(|| current.cloned().unwrap_or_else(|| vec![0u8; unit]));
+                bytes[range].copy_from_slice(&xor);
+            }
+            at = to;
+        }
+        Ok(Reconcile {
+            rewrites: out
+                .into_iter()
+                .enumerate()
+                .filter_map(|(m, b)| b.map(|b| (m, b)))
+                .collect(),
+        })
+    }
+
+    fn survives(&self, valid: &[bool]) -> bool {
+        let missing = (0..self.members.len())
+            .filter(|&m| !valid.get(m).copied().unwrap_or(false))
+            .count();
+        missing <= 1
+    }
+}
+
+#[cfg(test)]
+#[path = "raid5_tracks_tests.rs"]
+mod tests;
