@@ -416,6 +416,12 @@ pub trait Personality: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// What the layout is doing, for the volume status (RoLo: the on-duty logger, the
+    /// rotations since the agent started, the pairs destaging); None: nothing to say.
+    fn layout_state(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Bytes of memory the personality's own metadata takes (zone tables, maps).
     fn metadata_bytes(&self) -> u64 {
         0

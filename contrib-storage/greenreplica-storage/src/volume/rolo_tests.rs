@@ -115,6 +115,20 @@ fn rotate_destage_reclaim(kind: LayoutKind) {
         "{kind}: {rotations} rotations, {written} bytes written, at most {max_logged} logged"
     );
     assert!(rotations >= 5, "the logger rotated {rotations} times");
+    // The status tells an operator (and the root test) the duty and the rotations.
+    let state = v
+        .status_view()
+        .layout_state
+        .expect("rolo reports its state");
+    assert!(
+        state["rotations"].as_u64().unwrap() >= rotations as u64,
+        "{kind}: status {state} against {rotations} rotations seen in the images"
+    );
+    assert_eq!(
+        state["on_duty_logger"].as_u64().unwrap() % 2,
+        1,
+        "{kind}: a mirror is on duty ({state})"
+    );
     assert!(
         written > 4 * pool,
         "wrote {written} bytes, more than the log pool ({pool}) holds"

@@ -30,6 +30,9 @@ pub struct VolumeStatus {
     pub temperatures: TemperatureSummary,
     /// Memory of the layout's own metadata (IDO's zone table), in bytes.
     pub layout_metadata_bytes: u64,
+    /// What the layout is doing (RoLo: on-duty logger, rotations, pairs destaging).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout_state: Option<serde_json::Value>,
     pub resync_pending_regions: usize,
     pub last_scrub: Option<serde_json::Value>,
     pub bitmap_dirty_regions: Option<usize>,
@@ -135,6 +138,7 @@ impl Volume {
             hints: self.hints().len(),
             temperatures: self.temperature_summary(),
             layout_metadata_bytes: self.layout.metadata_bytes(),
+            layout_state: self.layout.layout_state(),
             resync_pending_regions: self.resync_pending(),
             last_scrub: self.last_scrub(),
             bitmap_dirty_regions: self.intent.as_ref().map(|i| i.dirty_regions()),

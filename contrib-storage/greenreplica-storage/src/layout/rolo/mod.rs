@@ -83,6 +83,8 @@ struct State {
     heads: Vec<u64>,
     live: Vec<u64>,
     on_duty: usize,
+    /// Duty rotations since the layout was built (the status shows them; not journaled).
+    rotations: u64,
     /// Pairs whose logged bytes are being copied home.
     destaging: Vec<bool>,
     gen: u64,
@@ -353,6 +355,7 @@ impl Rolo {
                     return; // no better place yet: the destages under way free it
                 }
                 st.on_duty = next;
+                st.rotations += 1;
                 st.prewoken = false;
                 let pair = self.loggers[next] / 2;
                 st.destaging[pair] = true;
@@ -714,6 +717,15 @@ impl Personality for Rolo {
 
     fn option_places_data(&self, key: &str) -> bool {
         !matches!(key, "rotate_at" | "prewake_at")
+    }
+
+    fn layout_state(&self) -> Option<serde_json::Value> {
+        let st = lock(&self.state);
+        Some(serde_json::json!({
+            "on_duty_logger": self.loggers[st.on_duty],
+            "rotations": st.rotations,
+            "destaging_pairs": (0..self.pairs).filter(|&p| st.destaging[p]).collect::<Vec<_>>(),
+        }))
     }
 
     /// RoLo's keys shape the member layout, so the constructor read them from the volume's
