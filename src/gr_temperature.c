@@ -33,6 +33,7 @@
 #include "commands/tablespace.h"
 #include "common/relpath.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -53,9 +54,13 @@ gr_tablespace_dir(Oid spcoid)
 	return psprintf("pg_tblspc/%u/%s", spcoid, TABLESPACE_VERSION_DIRECTORY);
 }
 
-/* Append the extents of every regular file under dir (one level of subdirectories). */
+/*
+ * Append the extents of every regular file under dir (one level of subdirectories).
+ * Every file must be on the tablespace's own file system (dev): FIEMAP offsets of
+ * another device would mark the wrong ranges of the agent's volume.
+ */
 static void
-gr_map_directory(const char *dir, int depth, GrHintExtents *extents)
+gr_map_directory(const char *dir, int depth, dev_t dev, GrHintExtents *extents)
 {
 	DIR		   *d = AllocateDir(dir);
 	struct dirent *de;
@@ -65,6 +70,7 @@ gr_map_directory(const char *dir, int depth, GrHintExtents *extents)
 		char	   *path;
 		struct stat st;
 
+		CHECK_FOR_INTERRUPTS();
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		path = psprintf("%s/%s", dir, de->d_name);
@@ -74,11 +80,16 @@ gr_map_directory(const char *dir, int depth, GrHintExtents *extents)
 			pfree(path);
 			continue;
 		}
+		if ((S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && st.st_dev != dev)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("\"%s\" is on another file system than its tablespace", path),
+					 errdetail("Its volume offsets would not be the storage agent volume's.")));
 		if (S_ISDIR(st.st_mode) && depth > 0)
-			gr_map_directory(path, depth - 1, extents);
+			gr_map_directory(path, depth - 1, dev, extents);
 		else if (S_ISREG(st.st_mode) && st.st_size > 0)
 		{
-			int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+			int			fd = OpenTransientFile(path, O_RDONLY | O_NOFOLLOW | PG_BINARY);
 
 			if (fd >= 0)
 			{
@@ -154,7 +165,7 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 	extents.files = 0;
 	extents.truncated = false;
 	extents.extents = palloc(sizeof(GrExtent) * GR_HINT_MAX_EXTENTS);
-	gr_map_directory(dir, 1, &extents);
+	gr_map_directory(dir, 1, spc_st.st_dev, &extents);
 	if (extents.truncated)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

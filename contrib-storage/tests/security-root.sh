@@ -285,6 +285,13 @@ if echo "$out" | grep -q "permission denied" && [ "$(member_health owned 1)" = i
 else
 	fail "another user cannot fail a member of someone else's volume" "$out; health $(member_health owned 1)"
 fi
+# set_temperature leaves lasting, journaled state (cold pairs may sleep whole): owner or root.
+out=$(as_other '{"op":"set_temperature","volume":"owned","extents":[[0,4096]],"temperature":"cold"}')
+if echo "$out" | grep -q "permission denied"; then
+	pass "another user in the group cannot mark ranges of someone else's volume hot or cold"
+else
+	fail "another user cannot mark ranges of someone else's volume hot or cold" "$out"
+fi
 out=$(as_nobody '{"op":"fail_member","volume":"owned","member":1}')
 if echo "$out" | is '.ok' && [ "$(member_health owned 1)" = failed ]; then
 	pass "the volume's owner fails its member"

@@ -515,10 +515,11 @@ impl Agent {
                 extents,
                 temperature,
             } => {
-                let ranges = self
-                    .get(&volume)?
-                    .volume
-                    .set_temperature(&extents, &temperature)?;
+                // Lasting state (journaled) that lets whole pairs sleep: for root and the
+                // volume's owner only, as failing or replacing a member is.
+                let m = self.get(&volume)?;
+                self.check_member_authority(peer, &m, "set_temperature")?;
+                let ranges = m.volume.set_temperature(&extents, &temperature)?;
                 json!({"ok": true, "volume": volume, "ranges": ranges})
             }
             Request::Scrub { volume, repair } => {

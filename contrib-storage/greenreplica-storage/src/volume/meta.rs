@@ -69,6 +69,9 @@ impl Volume {
 
     /// A write's data landed: let the personality update its metadata and journal it.
     pub(super) fn complete_plan(&self, plan: &Plan) -> Result<(), VolumeError> {
+        // The layout's outbox is shared: whatever this thread drains (its own records and
+        // any another thread's `complete` left there) is appended before a commit can run.
+        let _order = lock(&self.journal_order);
         self.layout.complete(plan);
         let records = self.layout.journal_records(plan);
         if records.is_empty() {
@@ -90,8 +93,11 @@ impl Volume {
         let Some(meta) = &self.meta else {
             return Ok(());
         };
-        meta.commit().map_err(|e| self.journal_error("commit", e))?;
-        self.layout.committed();
+        {
+            let _order = lock(&self.journal_order);
+            meta.commit().map_err(|e| self.journal_error("commit", e))?;
+            self.layout.committed();
+        }
         if meta.wants_checkpoint() {
             meta.checkpoint(|| self.layout.checkpoint_image())
                 .map_err(|e| self.journal_error("checkpoint", e))?;

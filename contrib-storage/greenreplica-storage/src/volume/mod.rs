@@ -150,6 +150,10 @@ pub struct Volume {
     /// Generation bump, health change and header writes happen under this lock, so a
     /// concurrent persist cannot write an older picture of the array over a newer one.
     headers: Mutex<()>,
+    /// Held from a personality's `complete` until its records are appended, and around the
+    /// journal's commit: records drained from the layout's shared outbox by one thread are
+    /// never missing from a commit that acknowledges another thread's write.
+    journal_order: Mutex<()>,
     /// Write-intent bitmap (None in virtual time and for unmirrored volumes' replays).
     intent: Option<WriteIntent>,
     integrity: IntegritySettings,
@@ -190,6 +194,7 @@ impl Volume {
             clock,
             ranges: RangeLocks::default(),
             headers: Mutex::new(()),
+            journal_order: Mutex::new(()),
             intent: None,
             integrity: IntegritySettings::default(),
             foreground: AtomicU64::new(0),
