@@ -30,7 +30,9 @@ greenreplica.agent_volume = 'data'
 });
 
 # Cooperation: batches wake the volume and put it back to sleep.
-my $load = start_pgbench($primary, 300);
+# Throttled: the standby must catch up between batches whatever the machine's speed (an
+# unthrottled pgbench on a busy 2-core box can outrun a 2 MB window for minutes).
+my $load = start_pgbench($primary, 300, '--rate=200');
 ok( $standby->poll_query_until(
 		'postgres',
 		"SELECT agent = 'connected' AND batches >= 2 AND volume_state = 'standby' AND phase = 'sleep'
