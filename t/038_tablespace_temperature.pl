@@ -76,8 +76,10 @@ like($err, qr/tablespace "pg_default" is on the file system of pg_wal/,
 	'a tablespace beside pg_wal is refused');
 
 # The agent goes away (its socket path no longer answers).
+# (tmp_check, not the node's basedir: a socket path must stay under 108 bytes, and the
+# basedir of a fresh clone's check directory is longer than that.)
 $standby->append_conf('postgresql.conf',
-	"greenreplica.agent_socket = '" . $standby->basedir . "/no-agent.sock'\n");
+	"greenreplica.agent_socket = '$PostgreSQL::Test::Utils::tmp_check/no-agent.sock'\n");
 $standby->reload;
 ok($standby->poll_query_until('postgres',
 		"SELECT current_setting('greenreplica.agent_socket') LIKE '%no-agent.sock'"),
