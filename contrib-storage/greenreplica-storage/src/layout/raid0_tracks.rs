@@ -32,12 +32,9 @@ pub struct Raid0Tracks {
 }
 
 fn shape_error(problem: String) -> LayoutError {
-    match NAME.parse::<LayoutKind>() {
-        Ok(layout) => LayoutError::Shape { layout, problem },
-        Err(e) => LayoutError::Shape {
-            layout: LayoutKind::SINGLE,
-            problem: format!("{e}: {problem}"),
-        },
+    LayoutError::Shape {
+        layout: LayoutKind::RAID0_TRACKS,
+        problem,
     }
 }
 
@@ -85,9 +82,7 @@ impl Raid0Tracks {
             .collect::<Result<Vec<_>, _>>()?;
         let stripes =
             TrackStripes::new(members.clone(), 1).map_err(|e| shape_error(format!("{e:#}")))?;
-        let kind = NAME
-            .parse()
-            .map_err(|e: String| shape_error(format!("not registered: {e}")))?;
+        let kind = LayoutKind::RAID0_TRACKS;
         Ok(Self {
             kind,
             members,

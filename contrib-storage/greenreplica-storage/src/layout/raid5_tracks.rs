@@ -49,12 +49,9 @@ pub struct Raid5Tracks {
 }
 
 fn shape_error(problem: String) -> LayoutError {
-    match NAME.parse::<LayoutKind>() {
-        Ok(layout) => LayoutError::Shape { layout, problem },
-        Err(e) => LayoutError::Shape {
-            layout: LayoutKind::SINGLE,
-            problem: format!("{e}: {problem}"),
-        },
+    LayoutError::Shape {
+        layout: LayoutKind::RAID5_TRACKS,
+        problem,
     }
 }
 
@@ -122,9 +119,7 @@ impl Raid5Tracks {
             stripes * virtual_chunk,
         )
         .map_err(|e| shape_error(e.to_string()))?;
-        let kind = NAME
-            .parse()
-            .map_err(|e: String| shape_error(format!("not registered: {e}")))?;
+        let kind = LayoutKind::RAID0_TRACKS;
         Ok(Self {
             kind,
             members: maps,

@@ -175,6 +175,8 @@ impl LayoutKind {
     pub const ROLO_R: LayoutKind = LayoutKind(&REGISTRY[9]);
     pub const ROLO_E: LayoutKind = LayoutKind(&REGISTRY[10]);
     pub const ROLO_S: LayoutKind = LayoutKind(&REGISTRY[11]);
+    pub const RAID0_TRACKS: LayoutKind = LayoutKind(&REGISTRY[14]);
+    pub const RAID5_TRACKS: LayoutKind = LayoutKind(&REGISTRY[15]);
 
     pub fn name(self) -> &'static str {
         self.0.name
@@ -308,6 +310,14 @@ mod tests {
         assert_eq!(LayoutKind::RAID10.name(), "raid10");
         assert_eq!(LayoutKind::RAID5.name(), "raid5");
         assert_eq!(LayoutKind::RAID6.name(), "raid6");
+        assert_eq!(
+            LayoutKind::RAID0_TRACKS.name(),
+            super::super::raid0_tracks::NAME
+        );
+        assert_eq!(
+            LayoutKind::RAID5_TRACKS.name(),
+            super::super::raid5_tracks::NAME
+        );
         let err = "raid7".parse::<LayoutKind>().unwrap_err();
         assert!(err.contains("raid10"), "{err}");
     }
