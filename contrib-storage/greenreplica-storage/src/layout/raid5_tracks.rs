@@ -119,7 +119,7 @@ impl Raid5Tracks {
             stripes * virtual_chunk,
         )
         .map_err(|e| shape_error(e.to_string()))?;
-        let kind = LayoutKind::RAID0_TRACKS;
+        let kind = LayoutKind::RAID5_TRACKS;
         Ok(Self {
             kind,
             members: maps,
