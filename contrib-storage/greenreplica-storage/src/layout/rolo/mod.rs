@@ -351,7 +351,13 @@ impl Rolo {
                 }
             }
             _ => {
-                if st.heads[next] >= st.heads[st.on_duty] {
+                // Hysteresis: past the threshold itself, the next log must have half the
+                // space above the threshold more room, or every logged write would move
+                // the duty to whichever log is a byte less full (and start its destage).
+                let margin = ((self.geo.log_len - self.threshold) / 2).max(1);
+                if st.heads[next] >= self.threshold
+                    && st.heads[next] + margin > st.heads[st.on_duty]
+                {
                     return; // no better place yet: the destages under way free it
                 }
                 st.on_duty = next;

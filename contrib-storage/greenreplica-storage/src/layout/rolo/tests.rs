@@ -212,3 +212,29 @@ fn writes_bridged_after_the_destage_caught_up_still_go_home_during_the_duty() {
     l.committed();
     assert_eq!(lock(&l.state).heads[0], 0, "and reused from its start");
 }
+
+#[test]
+fn with_every_log_past_the_threshold_the_duty_does_not_rotate_on_every_write() {
+    // No destage runs, so no log is reclaimed: both logs end past rotate_at. Without
+    // hysteresis the duty moved to the other logger whenever it was a byte less full,
+    // once per write (5,458 rotations in a 100-s root run).
+    let l = layout(Flavour::RoloP, 4);
+    let healthy = [MemberView::healthy(0.0); 4];
+    for i in 0..1000u64 {
+        let home = (i % 2) * SU + (i / 2 % 16) * 4096;
+        let w = l.plan(IoKind::Write, home, 4096, &healthy).unwrap();
+        l.complete(&w);
+    }
+    let st = lock(&l.state);
+    assert!(
+        st.heads.iter().all(|&h| h >= l.threshold),
+        "the scenario fills both logs past the threshold: {:?}",
+        st.heads
+    );
+    assert!(
+        st.rotations <= 2 * l.loggers.len() as u64 + 1,
+        "{} rotations for {} loggers",
+        st.rotations,
+        l.loggers.len()
+    );
+}
