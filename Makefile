@@ -87,13 +87,15 @@ OBJS = \
 	src/gr_shmem.o \
 	src/gr_status.o \
 	src/gr_temperature.o \
+	src/gr_wake.o \
+	src/gr_wake_window.o \
 	src/gr_window.o \
 	src/gr_worker.o
 PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
-DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql greenreplica--0.5--0.6.sql
+DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql greenreplica--0.5--0.6.sql greenreplica--0.6--0.7.sql
 
 REGRESS = status guc plan temperature
 # The library must be preloaded, so pg_regress runs its own instance.

@@ -21,6 +21,8 @@ cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_plan" test/unit/test_pl
 "$unit_dir/test_plan"
 cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_fold" test/unit/test_fold.c src/gr_fold.c
 "$unit_dir/test_fold"
+cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_wake" test/unit/test_wake.c src/gr_wake.c
+"$unit_dir/test_wake"
 rm -rf "$unit_dir"
 
 say "extension: build and install"

@@ -30,4 +30,11 @@ SELECT count(*) AS before FROM pg_proc
 ALTER EXTENSION greenreplica UPDATE TO '0.6';
 SELECT count(*) AS after FROM pg_proc
  WHERE proname = 'greenreplica_set_tablespace_temperature';
+
+-- 0.7: the result counts the files mapped and the files skipped.
+SELECT pg_get_function_result('greenreplica_set_tablespace_temperature'::regproc) AS result_06;
+ALTER EXTENSION greenreplica UPDATE TO '0.7';
+SELECT pg_get_function_result('greenreplica_set_tablespace_temperature'::regproc) AS result_07;
+SELECT has_function_privilege('public', 'greenreplica_set_tablespace_temperature(name, text)',
+                              'EXECUTE') AS public_may_run;
 DROP EXTENSION greenreplica;

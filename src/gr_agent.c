@@ -362,3 +362,30 @@ gr_agent_set_temperature(const GrExtent *extents, int count, const char *tempera
 		*ranges = (int) n;
 	return true;
 }
+
+/*
+ * "wake" with "writes_only" and the extents the window writes (issue 16):
+ * the agent spins up only the members those writes touch now.
+ */
+bool
+gr_agent_wake_writes_only(const GrExtent *extents, int count,
+						  double *ready_in_s, char *err, size_t errlen)
+{
+	StringInfoData extra;
+	Jsonb	   *jb;
+	int			i;
+
+	initStringInfo(&extra);
+	appendStringInfoString(&extra, "\"writes_only\":true,\"extents\":[");
+	for (i = 0; i < count; i++)
+		appendStringInfo(&extra, "%s[" UINT64_FORMAT "," UINT64_FORMAT "]",
+						 i > 0 ? "," : "", extents[i].offset, extents[i].length);
+	appendStringInfoChar(&extra, ']');
+	jb = gr_agent_call(gr_agent_request("wake", extra.data), err, errlen);
+	pfree(extra.data);
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+	if (!gr_json_number(&jb->root, "ready_in_s", ready_in_s))
+		*ready_in_s = 0;
+	return true;
+}

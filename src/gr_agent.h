@@ -30,6 +30,14 @@ extern bool gr_agent_wake(double *ready_in_s, char *err, size_t errlen);
 extern bool gr_agent_sleep(double expected_idle_s, bool *declined,
 						   char *err, size_t errlen);
 
+/*
+ * A wake for a window that only writes the given volume extents: a layout
+ * with a flash buffer leaves the disks that would hold them asleep.
+ */
+struct GrExtent;
+extern bool gr_agent_wake_writes_only(const struct GrExtent *extents, int count,
+									  double *ready_in_s, char *err, size_t errlen);
+
 /* Volume extents the next window reads; *recorded is what the agent kept. */
 struct GrExtent;
 extern bool gr_agent_hint(const struct GrExtent *extents, int count, int *recorded,

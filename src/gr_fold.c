@@ -225,6 +225,25 @@ gr_fold_collect_reads(const GrFold *fold, GrBlockKey *out)
 	return n;
 }
 
+/*
+ * Every distinct block of the window, in physical order, into out (room
+ * for fold->distinct keys).  Returns how many.
+ */
+uint64_t
+gr_fold_collect_blocks(const GrFold *fold, GrBlockKey *out)
+{
+	uint64_t	n = 0;
+	uint32_t	i;
+
+	for (i = 0; i < fold->capacity; i++)
+	{
+		if (fold->entries[i].used)
+			out[n++] = fold->entries[i].key;
+	}
+	qsort(out, n, sizeof(GrBlockKey), gr_block_key_qsort_cmp);
+	return n;
+}
+
 GrRunFigures
 gr_run_figures(const GrBlockKey *sorted, uint64_t n)
 {

@@ -104,6 +104,7 @@ extern GrFoldFigures gr_fold_figures(const GrFold *fold);
 extern int	gr_block_key_cmp(const GrBlockKey *a, const GrBlockKey *b);
 extern bool gr_block_key_follows(const GrBlockKey *prev, const GrBlockKey *next);
 extern uint64_t gr_fold_collect_reads(const GrFold *fold, GrBlockKey *out);
+extern uint64_t gr_fold_collect_blocks(const GrFold *fold, GrBlockKey *out);
 extern GrRunFigures gr_run_figures(const GrBlockKey *sorted, uint64_t n);
 extern uint64_t gr_merge_ranges(const GrBlockKey *sorted, uint64_t n,
 								uint32_t max_gap, GrBlockRange *out);

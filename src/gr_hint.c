@@ -63,8 +63,11 @@ gr_hint_append(GrHintExtents *hint, uint64 offset, uint64 length)
 /*
  * The physical extents of bytes [start, start + length) of an open file,
  * appended to hint (also the tablespace temperatures' map, gr_temperature.c).
+ * Returns the bytes it could not map: FIEMAP failed, or the filesystem has
+ * not allocated them yet (delayed allocation), or their offsets are not the
+ * device's (inline, encoded, unaligned data); a hole is no such byte.
  */
-void
+uint64
 gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint)
 {
 	union
@@ -74,6 +77,7 @@ gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint)
 						  GR_HINT_FIEMAP_EXTENTS * sizeof(struct fiemap_extent)];
 	}			u;
 	uint64		end = start + length;
+	uint64		unmapped = 0;
 	uint32		i;
 
 	while (start < end)
@@ -82,8 +86,10 @@ gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint)
 		u.map.fm_start = start;
 		u.map.fm_length = end - start;
 		u.map.fm_extent_count = GR_HINT_FIEMAP_EXTENTS;
-		if (ioctl(fd, FS_IOC_FIEMAP, &u.map) != 0 || u.map.fm_mapped_extents == 0)
-			return;
+		if (ioctl(fd, FS_IOC_FIEMAP, &u.map) != 0)
+			return unmapped + (end - start);
+		if (u.map.fm_mapped_extents == 0)
+			return unmapped;	/* a hole to the end */
 
 		for (i = 0; i < u.map.fm_mapped_extents; i++)
 		{
@@ -97,24 +103,26 @@ gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint)
 								FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_INLINE |
 								FIEMAP_EXTENT_NOT_ALIGNED)) == 0)
 				gr_hint_append(hint, e->fe_physical + (from - e->fe_logical), to - from);
+			else
+				unmapped += to - from;
 			start = to;
 			if (e->fe_flags & FIEMAP_EXTENT_LAST)
-				return;
+				return unmapped;
 		}
 		if (u.map.fm_mapped_extents < GR_HINT_FIEMAP_EXTENTS)
-			return;
+			return unmapped;
 	}
+	return unmapped;
 }
 
 /*
- * The volume extents of the window's blocks that need a read, merged and
- * in the order PREFETCH reads them.  Allocated in the window's context.
+ * The volume extents of the sorted blocks, merged, in their order.
+ * Allocated in the window's context.
  */
-void
-gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
+static void
+gr_hint_blocks(GrWindow *window, const GrBlockKey *blocks, uint64 n,
+			   GrHintExtents *hint)
 {
-	const GrBlockKey *blocks;
-	uint64		n = gr_window_sorted_reads(window, &blocks);
 	uint64		i = 0;
 	struct stat st;
 	dev_t		wal_dev;
@@ -176,6 +184,36 @@ gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
 			CloseTransientFile(fd);
 		i = file_end;
 	}
+}
+
+/*
+ * The volume extents of the window's blocks that need a read, merged and
+ * in the order PREFETCH reads them.  Allocated in the window's context.
+ */
+void
+gr_window_hint_extents(GrWindow *window, GrHintExtents *hint)
+{
+	const GrBlockKey *blocks;
+	uint64		n = gr_window_sorted_reads(window, &blocks);
+
+	gr_hint_blocks(window, blocks, n, hint);
+}
+
+/*
+ * The volume extents of every block the window touches, which its
+ * write-back writes (a write-only window's wake, gr_wake_window.c).
+ * Blocks the filesystem has not allocated yet are left out: where they
+ * land is the filesystem's choice.  Allocated in the window's context.
+ */
+void
+gr_window_write_extents(GrWindow *window, GrHintExtents *hint)
+{
+	GrBlockKey *blocks = MemoryContextAllocHuge(window->cxt, sizeof(GrBlockKey) *
+												Max(window->fold.distinct, 1));
+	uint64		n = gr_fold_collect_blocks(&window->fold, blocks);
+
+	gr_hint_blocks(window, blocks, n, hint);
+	pfree(blocks);
 }
 
 /*

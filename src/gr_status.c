@@ -103,6 +103,7 @@ enum
 	GR_STATUS_PACED,
 	GR_STATUS_PACE_INTERVAL_S,
 	GR_STATUS_LAST_BATCH_BLOCKS_CACHED,
+	GR_STATUS_WRITE_ONLY_BATCHES,
 	GR_STATUS_NCOLS
 };
 
@@ -218,6 +219,7 @@ greenreplica_status(PG_FUNCTION_ARGS)
 	values[GR_STATUS_PACED] = BoolGetDatum(s.paced);
 	values[GR_STATUS_PACE_INTERVAL_S] = Float8GetDatum(s.pace_interval_s);
 	values[GR_STATUS_LAST_BATCH_BLOCKS_CACHED] = Int64GetDatum((int64) s.last_batch_blocks_cached);
+	values[GR_STATUS_WRITE_ONLY_BATCHES] = Int64GetDatum((int64) s.write_only_batches);
 
 	/* What the scheduler measures means nothing while none runs. */
 	if (!running)

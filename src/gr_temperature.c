@@ -28,11 +28,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/htup_details.h"
 #include "access/xlog_internal.h"
 #include "catalog/pg_tablespace_d.h"
 #include "commands/tablespace.h"
 #include "common/relpath.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
@@ -54,13 +56,40 @@ gr_tablespace_dir(Oid spcoid)
 	return psprintf("pg_tblspc/%u/%s", spcoid, TABLESPACE_VERSION_DIRECTORY);
 }
 
+/* Files of the tablespace left out of the marking, or only partly marked. */
+typedef struct GrSkipped
+{
+	int			files;
+	int			warned;
+} GrSkipped;
+
+/* Warnings about skipped files, before one summary for the rest. */
+#define GR_SKIPPED_WARNINGS		10
+
+/*
+ * A file that could not be (wholly) marked: the DBA hears which, since that
+ * part of the tablespace keeps its old temperature.
+ */
+static void
+gr_skip_file(GrSkipped *skipped, const char *path, const char *why)
+{
+	skipped->files++;
+	if (skipped->warned++ < GR_SKIPPED_WARNINGS)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("file \"%s\" was not marked: %s", path, why),
+				 errhint("Its volume range keeps its temperature.  Run the function again after a restartpoint has written the file out.")));
+}
+
 /*
  * Append the extents of every regular file under dir (one level of subdirectories).
  * Every file must be on the tablespace's own file system (dev): FIEMAP offsets of
- * another device would mark the wrong ranges of the agent's volume.
+ * another device would mark the wrong ranges of the agent's volume.  Files that
+ * cannot be opened or mapped are counted in skipped, each with a WARNING.
  */
 static void
-gr_map_directory(const char *dir, int depth, dev_t dev, GrHintExtents *extents)
+gr_map_directory(const char *dir, int depth, dev_t dev, GrHintExtents *extents,
+				 GrSkipped *skipped)
 {
 	DIR		   *d = AllocateDir(dir);
 	struct dirent *de;
@@ -76,7 +105,9 @@ gr_map_directory(const char *dir, int depth, dev_t dev, GrHintExtents *extents)
 		path = psprintf("%s/%s", dir, de->d_name);
 		if (lstat(path, &st) != 0)
 		{
-			/* a relation dropped meanwhile */
+			/* a relation dropped meanwhile is no loss; anything else is */
+			if (errno != ENOENT)
+				gr_skip_file(skipped, path, strerror(errno));
 			pfree(path);
 			continue;
 		}
@@ -86,17 +117,25 @@ gr_map_directory(const char *dir, int depth, dev_t dev, GrHintExtents *extents)
 					 errmsg("\"%s\" is on another file system than its tablespace", path),
 					 errdetail("Its volume offsets would not be the storage agent volume's.")));
 		if (S_ISDIR(st.st_mode) && depth > 0)
-			gr_map_directory(path, depth - 1, dev, extents);
+			gr_map_directory(path, depth - 1, dev, extents, skipped);
 		else if (S_ISREG(st.st_mode) && st.st_size > 0)
 		{
 			int			fd = OpenTransientFile(path, O_RDONLY | O_NOFOLLOW | PG_BINARY);
 
 			if (fd >= 0)
 			{
+				uint64		unmapped;
+
 				extents->files++;
-				gr_hint_map(fd, 0, (uint64) st.st_size, extents);
+				unmapped = gr_hint_map(fd, 0, (uint64) st.st_size, extents);
 				CloseTransientFile(fd);
+				if (unmapped > 0)
+					gr_skip_file(skipped, path,
+								 psprintf("the file system could not map " UINT64_FORMAT " of its " UINT64_FORMAT " bytes to the volume (not yet allocated, or no extent map)",
+										  unmapped, (uint64) st.st_size));
 			}
+			else if (errno != ENOENT)
+				gr_skip_file(skipped, path, psprintf("could not open it: %m"));
 		}
 		pfree(path);
 	}
@@ -116,7 +155,8 @@ gr_extent_cmp(const void *a, const void *b)
 
 /*
  * greenreplica_set_tablespace_temperature(tablespace name, temperature text)
- * returns the number of volume extents sent.
+ * returns the volume extents sent, the files mapped and the files skipped
+ * (extension 0.7; under 0.6's definition, the extents alone).
  */
 Datum
 greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
@@ -128,8 +168,10 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 	struct stat wal_st;
 	struct stat spc_st;
 	GrHintExtents extents;
+	GrSkipped	skipped = {0};
 	char		err[256];
 	int			ranges;
+	TupleDesc	tupdesc;
 
 	if (strcmp(temperature, "hot") != 0 && strcmp(temperature, "cold") != 0 &&
 		strcmp(temperature, "normal") != 0)
@@ -165,7 +207,12 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 	extents.files = 0;
 	extents.truncated = false;
 	extents.extents = palloc(sizeof(GrExtent) * GR_HINT_MAX_EXTENTS);
-	gr_map_directory(dir, 1, spc_st.st_dev, &extents);
+	gr_map_directory(dir, 1, spc_st.st_dev, &extents, &skipped);
+	if (skipped.warned > GR_SKIPPED_WARNINGS)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%d more files of tablespace \"%s\" were not marked",
+						skipped.warned - GR_SKIPPED_WARNINGS, spcname)));
 	if (extents.truncated)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -182,7 +229,21 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 				 errdetail_internal("%s", err)));
 
 	ereport(DEBUG1,
-			(errmsg_internal("tablespace \"%s\": %d files, %d extents marked %s; the agent holds %d ranges",
-							 spcname, extents.files, extents.count, temperature, ranges)));
+			(errmsg_internal("tablespace \"%s\": %d files, %d extents marked %s, %d files skipped; the agent holds %d ranges",
+							 spcname, extents.files, extents.count, temperature,
+							 skipped.files, ranges)));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) == TYPEFUNC_COMPOSITE)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		if (tupdesc->natts != 3)
+			elog(ERROR, "greenreplica_set_tablespace_temperature() must return 3 columns");
+		tupdesc = BlessTupleDesc(tupdesc);
+		values[0] = Int32GetDatum(extents.count);
+		values[1] = Int32GetDatum(extents.files);
+		values[2] = Int32GetDatum(skipped.files);
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	}
 	PG_RETURN_INT32(extents.count);
 }

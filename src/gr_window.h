@@ -13,6 +13,7 @@
 #include "utils/palloc.h"
 
 #include "gr_fold.h"
+#include "gr_wake.h"
 
 /* Returns true when the caller must stop at once (promotion, shutdown). */
 typedef bool (*GrAbortCheck) (void);
@@ -105,7 +106,9 @@ extern uint64 gr_window_max_entries(void);
 extern void gr_window_release(GrWindow *window);
 extern uint64 gr_window_sorted_reads(GrWindow *window, const GrBlockKey **reads);
 extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
-extern void gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint);
+extern void gr_window_write_extents(GrWindow *window, GrHintExtents *hint);
+extern void gr_window_wake_inputs(GrWindow *window, GrWakeInputs *in);
+extern uint64 gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint);
 extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 							   GrAbortCheck abort_check);
 /* the os_cache read path */

@@ -1180,6 +1180,75 @@ gr_plain_apply_to(void)
 }
 
 /*
+ * Wake the sleeping volume for a batch.  When the decoded window reads
+ * nothing from the volume (gr_wake.h), the wake says so: "writes_only" with
+ * the extents the window writes, so a layout with a flash buffer (QMD) takes
+ * the write-back in flash and leaves its sleeping disks down.  An agent
+ * that refuses it gets a plain wake.
+ */
+static void
+gr_wake_for_batch(TimestampTz now, bool decoded)
+{
+	double		ready_in = 0;
+	char		err[GR_MESSAGE_LEN];
+	GrWakeKind	kind = GR_WAKE_PLAIN;
+	const char *why = "the window was not decoded before the wake";
+	GrHintExtents writes = {0};
+	bool		woken = false;
+
+	if (decoded)
+	{
+		GrWakeInputs in;
+
+		gr_set_step("wake decision");
+		gr_window_wake_inputs(&sched.window, &in);
+		if (in.decoded_whole && gr_wake_reads_left(&in) == 0)
+		{
+			gr_window_write_extents(&sched.window, &writes);
+			in.write_extents_complete = !writes.truncated;
+		}
+		kind = gr_wake_kind(&in, &why);
+		gr_set_step(NULL);
+	}
+	if (kind == GR_WAKE_WRITES_ONLY)
+	{
+		woken = gr_agent_wake_writes_only(writes.extents, writes.count,
+										  &ready_in, err, sizeof(err));
+		if (!woken)
+		{
+			ereport(DEBUG1,
+					(errmsg_internal("greenreplica: storage agent refused a write-only wake: %s", err)));
+			kind = GR_WAKE_PLAIN;
+		}
+	}
+	if (!woken)
+		woken = gr_agent_wake(&ready_in, err, sizeof(err));
+	ereport(DEBUG1,
+			(errmsg_internal("greenreplica: %s wake: %s (%d extents written)",
+							 kind == GR_WAKE_WRITES_ONLY ? "write-only" : "plain",
+							 why, writes.count)));
+	if (!woken)
+	{
+		/* The volume wakes on first I/O anyway; go on. */
+		gr_agent_failed("wake", err);
+		ready_in = 0;
+	}
+	else
+	{
+		gr_refresh_agent(now, true);
+		if (kind == GR_WAKE_WRITES_ONLY)
+		{
+			SpinLockAcquire(&gr_state->mutex);
+			gr_state->write_only_batches++;
+			SpinLockRelease(&gr_state->mutex);
+		}
+	}
+	sched.volume_asleep = false;
+	sched.volume_ready_at = gr_after_seconds(now, ready_in);
+	gr_enter(GR_PHASE_WAKE);
+}
+
+/*
  * Start a batch that applies what was received until now.  "compact" is
  * false when replay is running already (after an operator's resume): a
  * window that moves while it is decoded cannot be prefetched.
@@ -1188,6 +1257,7 @@ static void
 gr_start_batch(TimestampTz now, bool compact)
 {
 	bool		waking = false;
+	bool		decoded = false;
 
 	XLogRecPtr	received = gr_received_lsn();
 	XLogRecPtr	window_cap = GetXLogReplayRecPtr(NULL) +
@@ -1224,29 +1294,32 @@ gr_start_batch(TimestampTz now, bool compact)
 
 	if (sched.volume_asleep && sched.agent_state == GR_AGENT_CONNECTED)
 	{
-		double		ready_in = 0;
-		char		err[GR_MESSAGE_LEN];
-
-		if (!gr_agent_wake(&ready_in, err, sizeof(err)))
+		/*
+		 * A compacting batch decodes its window first (only pg_wal is
+		 * read): whether the window reads the volume at all decides the
+		 * wake.  A promotion that stopped the decode wakes the volume
+		 * itself.
+		 */
+		if (sched.compacting)
 		{
-			/* The volume wakes on first I/O anyway; go on. */
-			gr_agent_failed("wake", err);
-			ready_in = 0;
+			gr_decode_window();
+			decoded = true;
+			if (sched.window.aborted && gr_promotion_requested())
+			{
+				gr_prefetch_and_apply(GetCurrentTimestamp());
+				return;
+			}
 		}
-		else
-			gr_refresh_agent(now, true);
-		sched.volume_asleep = false;
-		sched.volume_ready_at = gr_after_seconds(now, ready_in);
-		gr_enter(GR_PHASE_WAKE);
+		gr_wake_for_batch(GetCurrentTimestamp(), decoded);
 		waking = true;
 	}
 
 	/*
-	 * Decoding reads only pg_wal: it overlaps the spin-up.  Without
-	 * compaction, a batch cut by window_size is decoded too, for the last
-	 * record boundary within the window: the batch ends at or before it.
+	 * Otherwise decoding overlaps the spin-up.  Without compaction, a batch
+	 * cut by window_size is decoded too, for the last record boundary
+	 * within the window: the batch ends at or before it.
 	 */
-	if (sched.compacting || sched.batch_capped)
+	if (!decoded && (sched.compacting || sched.batch_capped))
 		gr_decode_window();
 
 	if (waking)

@@ -187,6 +187,9 @@ typedef struct GrSharedState
 	int			spin_cycle_budget;
 	bool		paced;
 	double		pace_interval_s;
+
+	/* batches whose wake asked only for what their writes touch (gr_wake.h) */
+	uint64		write_only_batches;
 } GrSharedState;
 
 /* Entry point (greenreplica.c) */

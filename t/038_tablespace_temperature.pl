@@ -42,9 +42,11 @@ ok($second_asleep, 'idle, the second disk sleeps');
 sleep 8;
 isnt((pair_states())[0], 'standby', 'an unmarked pair keeps its active disk spinning');
 
-my $sent = $standby->safe_psql('postgres',
-	"SELECT greenreplica_set_tablespace_temperature('data', 'cold')");
+my ($sent, $files, $skipped) = split /\|/, $standby->safe_psql('postgres',
+	"SELECT * FROM greenreplica_set_tablespace_temperature('data', 'cold')");
 cmp_ok($sent, '>', 0, "the tablespace's files mapped to $sent volume extents");
+cmp_ok($files // 0, '>', 0, 'from ' . ($files // 'no count of') . ' files');
+is($skipped, 0, 'no file skipped');
 
 $status = GreenReplica::agent_request({ op => 'volume', volume => $volume });
 cmp_ok($status->{volume}{temperatures}{cold_bytes}, '>=', 8192 * 100,
@@ -64,13 +66,30 @@ ok($both_asleep, 'marked cold, the pair sleeps whole (both disks)');
 is_deeply(table_fingerprints($standby), table_fingerprints($primary),
 	"the standby's data equals the primary's");
 
+# A file of the tablespace the function cannot open is named in a WARNING
+# and counted, and the rest is marked all the same.
+my ($db_dir) = glob($standby->data_dir . '/pg_tblspc/*/PG_*/*');
+my $unreadable = "$db_dir/gr_unreadable";
+open my $fh, '>', $unreadable or die "create $unreadable: $!";
+print $fh 'x' x 8192;
+close $fh;
+chmod 0000, $unreadable;
+my ($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT * FROM greenreplica_set_tablespace_temperature('data', 'cold')");
+is($ret, 0, 'marking with an unreadable file succeeds');
+like($out, qr/^[1-9][0-9]*\|[1-9][0-9]*\|1$/,
+	'the rest is marked and the unreadable file counted as skipped');
+like($err, qr/WARNING:  file ".*gr_unreadable" was not marked: could not open it/,
+	'a WARNING names the skipped file');
+unlink $unreadable;
+
 $standby->safe_psql('postgres',
 	"SELECT greenreplica_set_tablespace_temperature('data', 'hot')");
 $status = GreenReplica::agent_request({ op => 'volume', volume => $volume });
 is($status->{volume}{temperatures}{cold_bytes}, 0, 'marking it hot replaces cold');
 is_deeply($status->{volume}{temperatures}{cold_groups}, [], 'the pair stays up for hot data');
 
-my ($ret, $out, $err) = $standby->psql('postgres',
+($ret, $out, $err) = $standby->psql('postgres',
 	"SELECT greenreplica_set_tablespace_temperature('pg_default', 'cold')");
 like($err, qr/tablespace "pg_default" is on the file system of pg_wal/,
 	'a tablespace beside pg_wal is refused');

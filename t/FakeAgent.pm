@@ -93,4 +93,14 @@ sub requests
 	return @ops;
 }
 
+# The requests the fake agent has been sent so far, decoded, in order.
+sub request_objects
+{
+	my ($log) = @_;
+	open my $fh, '<', $log or return ();
+	my @reqs = map { JSON::PP->new->decode($_) } <$fh>;
+	close $fh;
+	return @reqs;
+}
+
 1;

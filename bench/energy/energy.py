@@ -23,6 +23,13 @@ Configurations:
                       other pairs sleep (the batch's hinted wake spins up only the pairs its reads
                       need).  Not in the default set: it needs --members 4 or more; compare it
                       with compact in the same run (--configs compact,compact_rolo_e --members 8)
+  compact_qmd         as compact, on a QMD volume (issue 16): the same RAID10 members plus a flash
+                      member (profile ssd, the last), policy cooperative (the scheduler decides
+                      when the volume sleeps, as for compact); the standby's tablespace is marked
+                      cold (greenreplica_set_tablespace_temperature), so a batch whose window only
+                      writes (write-only wake) lands its write-back in flash while both disks of
+                      the pair sleep.  Not in the default set: compare it with compact in the same
+                      run (--configs compact,compact_qmd)
 
 Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
 Writes the results as JSON (latest.json and a dated copy) and PNG plots.
@@ -54,7 +61,13 @@ wal_decode_buffer_size = 64MB
 ALL_CONFIGS = STOCK + ("defer", "compact", "compact_os")
 # Configurations on another layout than RAID10: name -> (batching mode, agent template).
 OTHER_LAYOUTS = {"compact_rolo_e": ("compact", "cooperative_rolo_e")}
-KNOWN_CONFIGS = ALL_CONFIGS + tuple(OTHER_LAYOUTS)
+# Configurations on a QMD volume: name -> batching mode.  The volume is configured in
+# agent.toml (its flash member has another profile than the disks, which a template cannot
+# say), with the name of the configuration.
+QMD_CONFIGS = {"compact_qmd": "compact"}
+KNOWN_CONFIGS = ALL_CONFIGS + tuple(OTHER_LAYOUTS) + tuple(QMD_CONFIGS)
+# The flash member of a QMD volume (the QMD paper's X25-M figures).
+FLASH_PROFILE = "ssd"
 
 
 def log(msg):
@@ -164,6 +177,38 @@ volume_directories = ["{self.work / 'volumes'}"]
     def volumes(self):
         return {v["name"]: v for v in self.request({"op": "status"})["volumes"]}
 
+    def qmd_volume(self, name):
+        """agent.toml sections for a QMD volume: the RAID10 members of the other volumes and
+        a flash member (the last), under the cooperative policy, mounted for the test user."""
+        mount = self.work / "volumes" / name
+        (self.work / "members").mkdir(parents=True, exist_ok=True)
+        mount.mkdir(parents=True, exist_ok=True)
+        text = f"""
+[[volume]]
+name = "{name}"
+layout = "qmd"
+policy = "cooperative:600"
+[volume.export]
+mount_point = "{mount}"
+owner = "{USER}"
+mode = "0755"
+"""
+        profiles = [self.profile] * self.members + [FLASH_PROFILE]
+        for i, profile in enumerate(profiles):
+            text += f"""[[volume.member]]
+kind = "emulated-hdd"
+path = "{self.work / 'members' / f'{name}-{i}.img'}"
+size = "{self.member_size}"
+profile = "{profile}"
+"""
+        self.extra_config += text
+
+    def qmd_tablespace(self, name):
+        """The tablespace directory on a configured QMD volume (created as the test user)."""
+        ts = self.work / "volumes" / name / "ts"
+        as_user(["mkdir", "-p", str(ts)])
+        return ts
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
@@ -222,7 +267,7 @@ def standby_conf(config, args, volume):
                  "recovery_prefetch = off\n")
     if args.max_apply_delay is not None:
         extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
-    mode = OTHER_LAYOUTS.get(config, (config.removesuffix("_os"),))[0]
+    mode = OTHER_LAYOUTS.get(config, (QMD_CONFIGS.get(config, config.removesuffix("_os")),))[0]
     return common + extra + f"""greenreplica.mode = {mode}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
@@ -409,6 +454,9 @@ def main():
     os.chmod(work, 0o755)
     run(["chown", f"{USER}:", str(work)])
     agent = Agent(work, args.profile, args.members, args.idle_short, args.member_size)
+    for config in configs:
+        if config in QMD_CONFIGS:
+            agent.qmd_volume(config)
     nodes = []
     # A SIGTERM (a killed run) still stops the clusters and the agent and removes the volumes.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -441,7 +489,7 @@ checkpoint_timeout = {args.checkpoint_timeout}
             template = {"defer": "cooperative", "compact": "cooperative", "compact_os": "cooperative",
                         "stock_tuned": "idle_timeout_short",
                         **{c: t for c, (_, t) in OTHER_LAYOUTS.items()}}.get(config, config)
-            vts = agent.create_volume(config, template)
+            vts = agent.qmd_tablespace(config) if config in QMD_CONFIGS else agent.create_volume(config, template)
             node = Node(work, config, 56101 + i)
             # A slot per standby: the next standby's base backup checkpoints the primary,
             # which could otherwise remove WAL a standby that is still starting needs.
@@ -458,6 +506,12 @@ primary_slot_name = '{config}'
             node.start()
             nodes.append(node)
             standbys[config] = node
+            if config in QMD_CONFIGS:
+                # What a DBA does for a DR standby's data: mark it cold, so that the pairs
+                # holding only it may sleep whole and take write-only batches in flash.
+                marked = node.psql("SELECT extents, files, skipped_files FROM "
+                                   "greenreplica_set_tablespace_temperature('data', 'cold')")
+                log(f"standby {config}: tablespace marked cold (extents|files|skipped {marked})")
             log(f"standby {config}: started")
 
         lsn = primary.psql("SELECT pg_current_wal_lsn()")
@@ -490,6 +544,13 @@ primary_slot_name = '{config}'
         sampler.join()
         after = {c: ledger(v) for c, v in agent.volumes().items() if c in standbys}
         vols = agent.volumes()
+        write_only = {}
+        for config, node in standbys.items():
+            if config not in STOCK:
+                try:
+                    write_only[config] = int(node.psql("SELECT write_only_batches FROM greenreplica_status"))
+                except (subprocess.CalledProcessError, ValueError):
+                    write_only[config] = None
         primary_check = primary.tpcc("check", check=False).returncode == 0
 
         worst = None
@@ -532,6 +593,14 @@ primary_slot_name = '{config}'
                 "largest_rto_estimate_s": (max((s.get("rto_estimate_s", 0) for s in samples[config]), default=0)
                                            if config not in STOCK else None),
                 "batches": status.get("batches") if config not in STOCK else None,
+                "write_only_batches": write_only.get(config),
+                # QMD's flash member (the last): its share of the energy.
+                "flash": ({"energy_joules": d["members"][-1]["energy_joules"],
+                           "writes": d["members"][-1]["writes"], "reads": d["members"][-1]["reads"]}
+                          if config in QMD_CONFIGS else None),
+                # Start/stops of every disk (not the flash) per day.
+                "disk_spin_ups_per_day": [m["spin_ups"] * 86400.0 / elapsed for m in
+                                          (d["members"][:-1] if config in QMD_CONFIGS else d["members"])],
                 "rto_configured_s": args.rto if config not in STOCK else None,
                 "rto_measured_s": rto_measured,
                 "promoted_at_worst_phase": worst if config == args.worst_phase_failover else None,
@@ -548,7 +617,7 @@ primary_slot_name = '{config}'
         first = next(iter(results.values()))
         prof = first["profile"]
         limit = 0.0
-        for m in range(len(first["members"])):
+        for m in range(min(len(r["members"]) for r in results.values())):
             active = min(r["members"][m]["state_seconds"].get("active", 0) for r in results.values())
             limit += prof["active_w"] * active + prof["standby_w"] * (elapsed - active)
         base = results.get("always_on", {}).get("energy_joules")
@@ -610,6 +679,12 @@ def print_table(out):
           f"(saving {f(out['physical_limit_saving'], '.1%')}); run {out['duration_s']:.0f} s; "
           f"TPC-C consistent on the primary: {out['tpcc_consistent_on_primary']}")
     for name, r in out["configurations"].items():
+        if r.get("write_only_batches") is not None:
+            disks = ", ".join(f"{c:.0f}" for c in r.get("disk_spin_ups_per_day", []))
+            flash = (f"; flash {r['flash']['energy_joules']:.0f} J, {r['flash']['writes']} writes"
+                     if r.get("flash") else "")
+            print(f"{name}: {r['write_only_batches']} of {r['batches']} batches write-only; "
+                  f"start/stops per day per disk: {disks}{flash}")
         if len(r.get("pairs", [])) > 1:
             print(f"{name} ({r.get('layout')}) per pair: " + "; ".join(
                 f"pair {i}: {p['energy_joules']:.0f} J, {p['spin_ups']} spin-ups, {p['writes']} writes, "

@@ -133,6 +133,22 @@ main(void)
 	expect(r.blocks == 7000 && r.runs == 4501, "runs: isolated blocks and one long run");
 	expect(r.sequential_share > 0.35 && r.sequential_share < 0.36, "sequential share");
 	free(reads);
+
+	/* Every distinct block, imaged or not, for the write-back's extents. */
+	reads = malloc(sizeof(GrBlockKey) * f.distinct_blocks);
+	n = gr_fold_collect_blocks(&fold, reads);
+	expect(n == 7500, "collect every distinct block");
+	expect(reads[0].rel == 199 && reads[0].block == 0,
+		   "the imaged blocks are among them: rel 199 block 0 first");
+	{
+		int			sorted = 1;
+
+		for (i = 1; i < n; i++)
+			if (gr_block_key_cmp(&reads[i - 1], &reads[i]) >= 0)
+				sorted = 0;
+		expect(sorted, "every block sorted in physical order");
+	}
+	free(reads);
 	gr_fold_destroy(&fold);
 
 	/* Runs do not cross files. */
