@@ -208,8 +208,13 @@ fn a_write_only_wake_leaves_a_sleeping_cold_pair_asleep() {
     let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
     v.power.with(|c| c.replace_manager(spec.manager(48)));
     let cap = v.capacity();
-    // Chunk 1 (pair 1) cold, chunk 0 (pair 0) hot.
-    v.set_temperature(&[(CHUNK, CHUNK)], "cold").unwrap();
+    // Every chunk of pair 1 (the odd ones) cold, chunk 0 (pair 0) hot: a pair sleeps whole
+    // only when it holds no unmarked data.
+    let cold: Vec<(u64, u64)> = (1..cap / CHUNK)
+        .step_by(2)
+        .map(|c| (c * CHUNK, CHUNK))
+        .collect();
+    v.set_temperature(&cold, "cold").unwrap();
     v.set_temperature(&[(0, CHUNK)], "hot").unwrap();
     let state = |m: usize| lock(&v.slots[m].drive).state();
     let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);

@@ -122,25 +122,6 @@ impl Temperatures {
         Ok(next)
     }
 
-    /// Pairs that hold bytes of a range marked `t`; `pairs_of` gives the pairs one volume
-    /// range touches.
-    pub fn pairs_marked(
-        &self,
-        t: Temperature,
-        pairs: usize,
-        pairs_of: impl Fn(u64, u64) -> Vec<usize>,
-    ) -> Vec<bool> {
-        let mut marked = vec![false; pairs];
-        for (s, e, _) in self.iter().filter(|r| r.2 == t) {
-            for p in pairs_of(s, e) {
-                if let Some(m) = marked.get_mut(p) {
-                    *m = true;
-                }
-            }
-        }
-        marked
-    }
-
     /// The whole table as one journal payload: count, then (start, end, code) per range.
     pub fn payload(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + 17 * self.len());

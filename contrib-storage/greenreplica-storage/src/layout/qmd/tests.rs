@@ -330,6 +330,7 @@ fn crash_runs(cold: bool) {
         if cold {
             l.set_temperature(&[(0, cap)], "cold").unwrap();
             journal.extend(l.journal_records(&Plan::default()));
+            l.committed();
         }
         let mut crashes = 0;
         let mut buffered_seen = 0u64;
