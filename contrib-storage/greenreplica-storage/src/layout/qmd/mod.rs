@@ -1290,4 +1290,6 @@ impl Personality for Qmd {
 }
 
 #[cfg(test)]
+mod mirror_tests;
+#[cfg(test)]
 mod tests;
