@@ -223,7 +223,7 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
             } else {
                 vec![MemberView::healthy(0.0); members]
             };
-            let hot_only = rng.next() % 2 == 0;
+            let hot_only = rng.next().is_multiple_of(2);
             let (lo, hi) = if hot_only {
                 (hot.start, hot.end)
             } else {
