@@ -335,3 +335,23 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
         assert!(buf == model, "seed {seed}: every byte as last acknowledged");
     }
 }
+
+#[test]
+fn writes_and_reads_of_a_copied_unit_name_the_copys_host() {
+    let l = mirrored(5);
+    let mut journal = Vec::new();
+    let sleeper = hot_and_cold(&l, &mut journal);
+    let mut disks = Disks::new(5);
+    let up = vec![MemberView::healthy(0.0); 5];
+    while lock(&l.state).mirrors.next_stale().is_some() {
+        background_step(&l, &mut disks, &up);
+    }
+    assert_eq!(l.cold_groups(), vec![2 * sleeper]);
+    let views = sleeping(5, sleeper);
+    // Unit 5 (pair 1, hot): its copy is on member 0; the write lands in flash and the copy.
+    assert_eq!(l.write_members(5 * SU, SU, &views), Some(vec![0, 4]));
+    assert_eq!(l.read_members(5 * SU, SU, &views).unwrap(), vec![0]);
+    // Unit 13 (pair 1, cold): flash alone for writes, its sleeping active disk for reads.
+    assert_eq!(l.write_members(13 * SU, SU, &views), Some(vec![4]));
+    assert_eq!(l.read_members(13 * SU, SU, &views).unwrap(), vec![2]);
+}

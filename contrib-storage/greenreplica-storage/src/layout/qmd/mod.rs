@@ -52,6 +52,9 @@ const REC_SOLE: u16 = 5;
 const MAX_EXTENT: u64 = 1 << 30;
 /// Extents the flash is cut into at least (so that space frees as mirrors flush).
 const MIN_EXTENTS: u64 = 16;
+/// Stripe units `read_members` plans at most (`range_asleep` of a longer range answers
+/// for its first this many).
+const READ_MEMBERS_UNITS: u64 = 1 << 16;
 /// A second disk is "up" when it can serve within this long of the readiest member.
 const UP_SLACK_S: Seconds = 0.1;
 
@@ -951,6 +954,17 @@ impl Personality for Qmd {
                 members.extend([a, s]);
             }
         }
+        // Hot units with a current copy: their writes reach the copy's host too.
+        if len > 0 {
+            let units = offset / self.stripe_unit..=(end - 1) / self.stripe_unit;
+            members.extend(
+                st.mirrors
+                    .copies
+                    .range(units)
+                    .filter(|(_, c)| c.current)
+                    .map(|(_, c)| 2 * c.host),
+            );
+        }
         members.sort_unstable();
         members.dedup();
         Some(members)
@@ -974,11 +988,12 @@ impl Personality for Qmd {
         views: &[MemberView],
     ) -> Result<Vec<usize>, LayoutError> {
         self.check_range(offset, len)?;
-        let pattern = self.stripe_unit * self.pairs as u64;
-        // Past one row the pattern repeats, except for the buffered runs and hot copies.
+        // Buffered runs and hot copies vary unit by unit: the first READ_MEMBERS_UNITS
+        // stripe units are planned (a bound on a client's question, not on the volume).
         let st = lock(&self.state);
         let mut members = Vec::new();
-        for (buf_offset, pair, home, n) in self.map(offset, len.min(pattern.max(1) * 64)) {
+        let planned = len.min(READ_MEMBERS_UNITS * self.stripe_unit);
+        for (buf_offset, pair, home, n) in self.map(offset, planned) {
             let ios = self
                 .read_piece_ios(&st, pair, home, n, buf_offset, views, None)
                 .ok_or(LayoutError::NoLiveCopy {
