@@ -355,3 +355,53 @@ fn writes_and_reads_of_a_copied_unit_name_the_copys_host() {
     assert_eq!(l.write_members(13 * SU, SU, &views), Some(vec![4]));
     assert_eq!(l.read_members(13 * SU, SU, &views).unwrap(), vec![2]);
 }
+
+/// Resync never lets the second disk's unused copy region overwrite the active disk's
+/// copies, also where a sync block reaches across the end of the stripe map's bytes.
+#[test]
+fn resync_leaves_the_copy_region_to_the_active_disk() {
+    let l = mirrored(5);
+    let data_end = MEMBER - MIRROR;
+    let (offset, len) = (data_end - 2 * SU, 4 * SU);
+    let active: Vec<u8> = (0..len).map(|i| i as u8).collect();
+    let mut second = active.clone();
+    for b in &mut second[2 * SU as usize..] {
+        *b = 0xee;
+    }
+    let group = |a: Option<Vec<u8>>| {
+        vec![
+            SyncCopy {
+                member: 0,
+                bytes: a,
+                readable: vec![true; len.div_ceil(SYNC_BLOCK) as usize],
+            },
+            SyncCopy {
+                member: 1,
+                bytes: Some(second.clone()),
+                readable: vec![true; len.div_ceil(SYNC_BLOCK) as usize],
+            },
+        ]
+    };
+    let verdict = l
+        .reconcile(offset, &group(Some(active.clone())), len)
+        .unwrap();
+    assert!(
+        verdict.rewrites.iter().all(|(m, _)| *m != 0),
+        "the active disk is never rewritten from the second's copy region"
+    );
+    let beyond = l
+        .reconcile(data_end, &group(Some(active.clone())), 2 * SU)
+        .unwrap();
+    assert!(beyond.rewrites.is_empty());
+    // An active disk that cannot vouch: its copies go stale.
+    let mut journal = Vec::new();
+    hot_and_cold(&l, &mut journal);
+    let mut disks = Disks::new(5);
+    let up = vec![MemberView::healthy(0.0); 5];
+    while lock(&l.state).mirrors.next_stale().is_some() {
+        background_step(&l, &mut disks, &up);
+    }
+    assert_eq!(l.cold_groups(), vec![2]);
+    l.reconcile(offset, &group(None), len).unwrap();
+    assert_eq!(l.cold_groups(), Vec::<usize>::new());
+}

@@ -1134,6 +1134,12 @@ impl Personality for Qmd {
             .iter()
             .find(|c| c.member == 2 * pair)
             .and_then(|c| c.bytes.clone());
+        if active.is_none() && offset + len > self.data_bytes {
+            // The active disk cannot vouch for its copy region: its copies are stale.
+            let mut st = lock(&self.state);
+            st.mirrors.host_lost(pair);
+            self.refresh_cold(&mut st);
+        }
         let copies: Vec<SyncCopy> = group
             .iter()
             .map(|c| {
@@ -1144,6 +1150,13 @@ impl Personality for Qmd {
                             let r = (at - offset) as usize..(at - offset + k) as usize;
                             b[r.clone()].copy_from_slice(&a[r]);
                         }
+                    }
+                    // Nor is the copy region, where a block reaches into it (it is used on
+                    // the active disk only): the active disk's bytes stand there.
+                    let tail = (self.data_bytes.saturating_sub(offset) as usize).min(b.len());
+                    let end = b.len().min(a.len());
+                    if tail < end {
+                        b[tail..end].copy_from_slice(&a[tail..end]);
                     }
                 }
                 SyncCopy {
