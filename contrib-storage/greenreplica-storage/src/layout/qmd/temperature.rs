@@ -1,7 +1,8 @@
 //! Partial on-line mirrors (the QMD paper's hot and cold data): volume ranges the client
-//! marks hot or cold. A pair that holds cold bytes and no hot ones may sleep whole (both
-//! disks) under the utilization policy; hot data keeps its pair's active disk spinning.
-//! The table is journaled whole (one record per change), so a restart brings it back.
+//! marks hot or cold (unmarked bytes are normal). Which pairs may sleep whole, and the
+//! copies of their hot data on the pairs that stay up, follow from this table
+//! (`online_mirror.rs`). The table is journaled whole (one record per change), so a
+//! restart brings it back; it takes effect once that record is durable.
 
 use std::collections::BTreeMap;
 
