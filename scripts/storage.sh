@@ -38,6 +38,10 @@ check)
 		say "storage agent: RoLo-P under PostgreSQL (rotations, the on-duty logger failed and rebuilt, kill -9 x3)"
 		LAYOUT=rolo-p ROUNDS=3 bash tests/raid5-root.sh
 	fi
+	if [ -f tests/qmd-root.sh ]; then
+		say "storage agent: QMD under PostgreSQL (a cold tablespace's pair sleeps whole through a workload on the hot one, hot data served from its copy)"
+		bash tests/qmd-root.sh
+	fi
 	if [ -f tests/ido-root.sh ]; then
 		say "storage agent: IDO under PostgreSQL (a member failed under pgbench, writes redirected to the surrogate pair, rebuilt, reclaimed)"
 		bash tests/ido-root.sh

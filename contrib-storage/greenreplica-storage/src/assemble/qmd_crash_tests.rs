@@ -248,3 +248,78 @@ fn flash_only_writes_come_back_after_a_crash_and_reach_both_disks() {
     drop(v);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Partial on-line mirrors assembled from files: `mirror_bytes` is kept in the member
+/// headers (a different value is refused on reassembly); the hot copies are written in the
+/// background and kept current by writes; after a kill they are stale (none is trusted),
+/// every read returns the acknowledged bytes, and the copy jobs make them current again.
+#[test]
+fn hot_copies_are_stale_after_a_crash_and_the_data_is_as_acknowledged() {
+    let dir = std::env::temp_dir().join(format!("grs-qmd-mirror-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = spec(&dir);
+    s.policy = PolicySpec::AlwaysOn;
+    s.members = (0..5)
+        .map(|i| MemberSpec {
+            path: dir.join(format!("m{i}.img")),
+            ..s.members[0].clone()
+        })
+        .collect();
+    s.layout_options =
+        crate::layout::LayoutOptions::from_pairs([("mirror_bytes", (1u64 << 20).to_string())])
+            .unwrap();
+    let v = open(&s, &dir);
+    let cap = v.capacity();
+    let mut model = vec![0u8; cap as usize];
+    for i in 0..cap / 24_576 {
+        let b = block(i, 1);
+        let at = (i * 24_576) as usize;
+        v.write(at as u64, &b).unwrap();
+        model[at..at + b.len()].copy_from_slice(&b);
+    }
+    v.set_temperature(&[(0, cap)], "cold").unwrap();
+    v.set_temperature(&[(4 * 65536, 8 * 65536)], "hot").unwrap();
+    v.drain_layout_background().unwrap();
+    let copies = |v: &Volume| {
+        let st = v.layout().layout_state().unwrap();
+        (st["hot_copies"].as_u64(), st["hot_copies_current"].as_u64())
+    };
+    assert_eq!(copies(&v), (Some(4), Some(4)), "pair 1's hot units copied");
+    // Writes over hot units keep their copies current; acknowledged by the flush.
+    for i in 0..8u64 {
+        let b = block(i, 2);
+        let at = 4 * 65536 + i * 65536 + 4096;
+        v.write(at, &b).unwrap();
+        model[at as usize..at as usize + b.len()].copy_from_slice(&b);
+    }
+    v.flush().unwrap();
+    assert_eq!(copies(&v), (Some(4), Some(4)));
+    drop(v); // killed
+
+    let mut other = s.clone();
+    other.layout_options =
+        crate::layout::LayoutOptions::from_pairs([("mirror_bytes", "0")]).unwrap();
+    let runner: Arc<dyn CommandRunner> = Arc::new(SystemRunner);
+    assert!(
+        assemble(&other, Arc::new(VirtualClock::new()), &dir, &runner).is_err(),
+        "another mirror_bytes than the headers' is refused"
+    );
+    let v = open(&s, &dir);
+    assert_eq!(
+        copies(&v),
+        (Some(4), Some(0)),
+        "after a restart no copy is trusted"
+    );
+    assert_eq!(v.layout().cold_groups(), Vec::<usize>::new());
+    let mut buf = vec![0u8; cap as usize];
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as acknowledged");
+    v.drain_layout_background().unwrap();
+    assert_eq!(copies(&v), (Some(4), Some(4)), "copied again");
+    assert_eq!(v.layout().cold_groups(), vec![2]);
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as acknowledged, copies current");
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -7,8 +7,8 @@
 //! it). The other spin-up of the paper, the write buffer above its fill threshold, is the
 //! layout's: its forced flush writes to the sleeping disk, which wakes it.
 //!
-//! A pair the layout reports cold (QMD's partial on-line mirrors: it holds cold ranges and
-//! no hot ones) sleeps whole: once its second disk sleeps, its active disk follows after
+//! A pair the layout reports cold (QMD's partial on-line mirrors: it holds only marked data,
+//! some cold, and its hot stripe units are copied onto a pair that stays up) sleeps whole: once its second disk sleeps, its active disk follows after
 //! `sleep_epochs` more quiet epochs (reads of its data wake it; a busy one wakes the second).
 //!
 //! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.

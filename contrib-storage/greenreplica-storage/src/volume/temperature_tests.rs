@@ -4,11 +4,18 @@
 
 use std::sync::Arc;
 
-use super::tests::{data_of, memory_volume};
+use super::tests::{data_of, dyn_stores, memory_volume, MEMBER};
+use super::{Health, MemberSlot, Volume};
 use crate::clock::VirtualClock;
+use crate::drive::Drive;
 use crate::layout::LayoutKind;
+use crate::layout::{self, LayoutOptions};
+use crate::ledger::Ledger;
+use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
 use crate::power_state::PowerState;
+use crate::profile::DriveProfile;
+use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
 use crate::synth::Rng;
 
@@ -208,8 +215,13 @@ fn a_write_only_wake_leaves_a_sleeping_cold_pair_asleep() {
     let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
     v.power.with(|c| c.replace_manager(spec.manager(48)));
     let cap = v.capacity();
-    // Chunk 1 (pair 1) cold, chunk 0 (pair 0) hot.
-    v.set_temperature(&[(CHUNK, CHUNK)], "cold").unwrap();
+    // Every chunk of pair 1 (the odd ones) cold, chunk 0 (pair 0) hot: a pair sleeps whole
+    // only when it holds no unmarked data.
+    let cold: Vec<(u64, u64)> = (1..cap / CHUNK)
+        .step_by(2)
+        .map(|c| (c * CHUNK, CHUNK))
+        .collect();
+    v.set_temperature(&cold, "cold").unwrap();
     v.set_temperature(&[(0, CHUNK)], "hot").unwrap();
     let state = |m: usize| lock(&v.slots[m].drive).state();
     let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
@@ -256,4 +268,119 @@ fn a_write_only_wake_leaves_a_sleeping_cold_pair_asleep() {
         !asleep(2),
         "a read wake spins up the cold pair's active disk"
     );
+}
+
+/// A QMD volume of two pairs whose disks keep `mirror` bytes each for hot copies.
+fn mirrored_volume(clock: Arc<VirtualClock>, mirror: u64) -> (Volume, Vec<Arc<MemMember>>) {
+    let stores: Vec<Arc<MemMember>> = (0..5).map(|_| MemMember::new(MEMBER)).collect();
+    let options = LayoutOptions::from_pairs([("mirror_bytes", mirror.to_string())]).unwrap();
+    let layout = layout::build_with(
+        LayoutKind::QMD,
+        5,
+        MEMBER as u64 - DATA_OFFSET,
+        CHUNK,
+        &options,
+    )
+    .unwrap();
+    let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
+    let slots = dyn_stores(&stores)
+        .into_iter()
+        .map(|store| {
+            let drive = Drive::new(
+                profile.clone(),
+                0,
+                PolicySpec::AlwaysOn.build(48),
+                0.0,
+                Ledger::default(),
+            );
+            MemberSlot::new(Some(store), drive, Health::InSync)
+        })
+        .collect();
+    (Volume::new("t", layout, slots, clock, None, None), stores)
+}
+
+/// Partial on-line mirrors (review findings (a) and (c)): with small stripe units a hot
+/// range lands on both pairs; the whole volume is marked (cold, then hot ranges), so one
+/// pair stays up and holds a copy of the other's hot stripe units, and the other sleeps
+/// whole through a read and write workload on the hot ranges; every byte reads back.
+#[test]
+fn hot_copies_let_a_pair_sleep_whole_under_hot_data_on_every_pair() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = mirrored_volume(clock.clone(), 16 * CHUNK);
+    let spec: PolicySpec = "utilization:sleep_epochs=3,wake_epochs=2".parse().unwrap();
+    v.power.with(|c| c.replace_manager(spec.manager(48)));
+    let cap = v.capacity();
+    let mut model = vec![0u8; cap as usize];
+    let mut rng = Rng(0x16d);
+    let data: Vec<u8> = (0..cap).map(|_| rng.next() as u8).collect();
+    v.write(0, &data).unwrap();
+    model.copy_from_slice(&data);
+    // Hot: stripe units 4..12 (four on each pair); the rest cold.
+    let hot = 4 * CHUNK..12 * CHUNK;
+    v.set_temperature(&[(0, cap)], "cold").unwrap();
+    v.set_temperature(&[(hot.start, hot.end - hot.start)], "hot")
+        .unwrap();
+    assert_eq!(v.layout().cold_groups(), Vec::<usize>::new(), "no copy yet");
+    let state = |m: usize| lock(&v.slots[m].drive).state();
+    let asleep = |m: usize| matches!(state(m), PowerState::Standby | PowerState::SpinningDown);
+    let mut t = 0.0;
+    let mut both_asleep_at = None;
+    let mut woke_after_sleeping = false;
+    for step in 0..900 {
+        let mut offset = hot.start + rng.next() % ((hot.end - hot.start) / 4096) * 4096;
+        if step % 2 == 0 {
+            // The last 4 KiB of each stripe unit is only read (it stays on the copy).
+            if offset % CHUNK == CHUNK - 4096 {
+                offset -= 4096;
+            }
+            let data: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+            v.write(offset, &data).unwrap();
+            model[offset as usize..offset as usize + 4096].copy_from_slice(&data);
+        } else {
+            let mut buf = vec![0u8; 4096];
+            v.read(offset, &mut buf).unwrap();
+            assert!(
+                buf == model[offset as usize..offset as usize + 4096],
+                "step {step}"
+            );
+        }
+        t += 0.1;
+        clock.advance_to(t);
+        v.tick();
+        if asleep(2) && asleep(3) {
+            both_asleep_at.get_or_insert(step);
+        } else if both_asleep_at.is_some() {
+            woke_after_sleeping = true;
+        }
+    }
+    assert_eq!(v.layout().cold_groups(), vec![2], "pair 1 sleeps whole");
+    let state_json = v.layout().layout_state().unwrap();
+    assert_eq!(state_json["hot_copies"], 4);
+    assert_eq!(state_json["hot_copies_current"], 4);
+    let slept = both_asleep_at.expect("pair 1's two disks went to sleep");
+    assert!(slept < 450, "asleep after {slept} steps");
+    assert!(!woke_after_sleeping, "the hot workload never woke pair 1");
+    assert!(!asleep(0), "the staying pair's active disk kept spinning");
+    // Pair 1's hot stripe units are read from their copies on member 0 (or from flash
+    // where the workload's writes are buffered): nothing asleep.
+    for unit in [5, 7, 9, 11] {
+        let hot_range = v.range_asleep(unit * CHUNK, CHUNK).unwrap();
+        assert!(
+            hot_range.asleep.is_empty() && hot_range.members.iter().all(|m| [0, 4].contains(m)),
+            "unit {unit}: {hot_range:?}"
+        );
+    }
+    // Bytes not written since they were marked are read from the copy alone.
+    for unit in [5, 7, 9, 11] {
+        let quiet = v.range_asleep(unit * CHUNK + CHUNK - 4096, 4096).unwrap();
+        assert_eq!(quiet.members, vec![0], "unit {unit}");
+    }
+    // Pair 1's cold stripe unit 13 needs its sleeping active disk.
+    assert_eq!(v.range_asleep(13 * CHUNK, CHUNK).unwrap().asleep, vec![2]);
+    let mut buf = vec![0u8; cap as usize];
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as written");
+    v.drain_layout_background().unwrap();
+    v.read(0, &mut buf).unwrap();
+    assert!(buf == model, "every byte as written after the write-back");
 }

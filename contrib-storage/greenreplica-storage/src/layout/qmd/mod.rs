@@ -16,6 +16,7 @@
 mod extents;
 mod flush;
 mod index;
+mod online_mirror;
 mod temperature;
 
 use std::collections::{HashMap, HashSet};
@@ -36,6 +37,7 @@ use extents::{Extents, VolumeInfo};
 use flush::Flush;
 pub use flush::FlushParams;
 use index::{Entry, MirrorIndex};
+use online_mirror::{Geometry, OnlineMirrors};
 use temperature::{Temperature, Temperatures};
 
 const REC_BUFFERED: u16 = 1;
@@ -50,6 +52,9 @@ const REC_SOLE: u16 = 5;
 const MAX_EXTENT: u64 = 1 << 30;
 /// Extents the flash is cut into at least (so that space frees as mirrors flush).
 const MIN_EXTENTS: u64 = 16;
+/// Stripe units `read_members` plans at most (`range_asleep` of a longer range answers
+/// for its first this many).
+const READ_MEMBERS_UNITS: u64 = 1 << 16;
 /// A second disk is "up" when it can serve within this long of the readiest member.
 const UP_SLACK_S: Seconds = 0.1;
 
@@ -63,7 +68,18 @@ struct State {
     outbox: Vec<LayoutRecord>,
     /// Hot and cold volume ranges (partial on-line mirrors).
     temperatures: Temperatures,
-    /// Per pair: cold (may sleep whole), from `temperatures`.
+    /// A new table handed to the journal, installed once its record is durable
+    /// (`committed`); the flag: its record was handed out by `journal_records`.
+    pending_temperatures: Option<(Temperatures, bool)>,
+    /// Hot copies on the pairs that stay up (partial on-line mirrors).
+    mirrors: OnlineMirrors,
+    /// The copy job `background_work` named last (a stripe unit), and the one planned.
+    copy_job: Option<u64>,
+    copying: Option<u64>,
+    /// Foreground writes planned into a copy slot and not completed: (host, slot) → count;
+    /// a copy job waits for them (a late write must not land over a fresh copy).
+    copy_writes: HashMap<(usize, u64), u32>,
+    /// Per pair: cold (may sleep whole now): a sleeper whose hot copies are current.
     cold: Vec<bool>,
 }
 
@@ -71,7 +87,10 @@ struct State {
 pub struct Qmd {
     pairs: usize,
     stripe_unit: u64,
+    /// The flash member's bytes, and each disk's bytes (the stripe map's and the copies').
     member_bytes: u64,
+    /// Bytes of each disk the stripe map uses; the hot copies' region follows.
+    data_bytes: u64,
     state: Mutex<State>,
 }
 
@@ -112,11 +131,23 @@ impl Qmd {
         let extents =
             flash_extents(member_bytes, member_bytes, extent_bytes, su).map_err(problem)?;
         check_params(&params).map_err(problem)?;
+        let mirror_bytes = shape
+            .options
+            .u64("mirror_bytes")
+            .map_err(|p| problem(format!("mirror_bytes: {p}")))?
+            .unwrap_or(0);
+        if !mirror_bytes.is_multiple_of(su) || mirror_bytes >= member_bytes {
+            return Err(problem(format!(
+                "mirror_bytes: {mirror_bytes} must be whole stripe units ({su} bytes) and \
+                 leave data on each {member_bytes}-byte member"
+            )));
+        }
         let pairs = shape.members / 2;
         Ok(Self {
             pairs,
             stripe_unit: su,
             member_bytes,
+            data_bytes: member_bytes - mirror_bytes,
             state: Mutex::new(State {
                 index: vec![MirrorIndex::default(); pairs],
                 extents,
@@ -124,6 +155,11 @@ impl Qmd {
                 planned: HashMap::new(),
                 outbox: Vec::new(),
                 temperatures: Temperatures::default(),
+                pending_temperatures: None,
+                mirrors: OnlineMirrors::default(),
+                copy_job: None,
+                copying: None,
+                copy_writes: HashMap::new(),
                 cold: vec![false; pairs],
             }),
         })
@@ -162,12 +198,26 @@ impl Qmd {
         pairs
     }
 
-    /// Pairs holding cold bytes and no hot ones: the policy may let both disks sleep.
-    fn cold_pairs(&self, temperatures: &Temperatures) -> Vec<usize> {
-        let pairs_of = |s, e| self.pairs_of(s, e);
-        let cold = temperatures.pairs_marked(Temperature::Cold, self.pairs, pairs_of);
-        let hot = temperatures.pairs_marked(Temperature::Hot, self.pairs, pairs_of);
-        (0..self.pairs).filter(|&p| cold[p] && !hot[p]).collect()
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            pairs: self.pairs,
+            su: self.stripe_unit,
+            data_bytes: self.data_bytes,
+            slots: (self.member_bytes - self.data_bytes) / self.stripe_unit,
+        }
+    }
+
+    /// Pairs that may sleep whole now, after a change of the copies.
+    fn refresh_cold(&self, st: &mut State) {
+        st.cold = st.mirrors.cold_pairs(&self.geometry());
+    }
+
+    /// The current hot copy of pair `pair`'s bytes `at..at+n` (within one stripe unit): the
+    /// host's active disk and the member offset there.
+    fn copy_at(&self, st: &State, pair: usize, at: u64) -> Option<(usize, u64)> {
+        let g = self.geometry();
+        let c = st.mirrors.current(g.chunk(pair, at))?;
+        Some((2 * c.host, g.slot_offset(c.slot) + at % self.stripe_unit))
     }
 
     /// The second disk of `pair` is up: it can serve about as soon as the readiest member
@@ -194,9 +244,10 @@ impl Qmd {
         st.cold[pair] && down(2 * pair) && down(2 * pair + 1)
     }
 
+    /// Install a (durable) table: decide the sleepers and place the hot copies.
     fn set_temperatures(&self, st: &mut State, t: Temperatures) {
-        let cold = self.cold_pairs(&t);
-        st.cold = (0..self.pairs).map(|p| cold.contains(&p)).collect();
+        st.mirrors.recompute(&self.geometry(), &t);
+        self.refresh_cold(st);
         st.temperatures = t;
     }
 
@@ -263,6 +314,20 @@ impl Qmd {
                 len,
                 buf: Buf::Caller(buf_offset),
             };
+            // A hot unit's current copy on a staying pair is written too (it stays current);
+            // a copy its host cannot take now goes stale.
+            if let Some((h, at)) = self.copy_at(&st, pair, home) {
+                let g = self.geometry();
+                let chunk = g.chunk(pair, home);
+                if views[h].writable && views[h].holds(at, len) {
+                    plan.writes.push(io(h, at));
+                    let slot = (at - g.data_bytes) / self.stripe_unit;
+                    *st.copy_writes.entry((h / 2, slot)).or_default() += 1;
+                } else if let Some(c) = st.mirrors.copies.get_mut(&chunk) {
+                    c.current = false;
+                    self.refresh_cold(&mut st);
+                }
+            }
             // Both disks asleep: the flash alone holds the write until the write-back.
             let sole = self.pair_asleep(&st, pair, views);
             let buffer = active_ok
@@ -301,7 +366,8 @@ impl Qmd {
     }
 
     /// Reads of a pair's newest bytes: buffered runs from flash (or the active disk), the
-    /// rest from the readiest disk that holds them.
+    /// rest from the readiest disk that holds them (a hot unit's current copy on a staying
+    /// pair when that is readier); a read served by the second disk moves the flush head.
     #[allow(clippy::too_many_arguments)]
     fn read_piece(
         &self,
@@ -313,10 +379,30 @@ impl Qmd {
         views: &[MemberView],
         avoid: Option<usize>,
     ) -> Option<Vec<MemberIo>> {
+        let ios = self.read_piece_ios(st, pair, home, len, buf_offset, views, avoid)?;
+        let s = 2 * pair + 1;
+        for io in ios.iter().filter(|io| io.member == s) {
+            st.flush.heads[pair].moved_to(io.member_offset, io.len);
+        }
+        Some(ios)
+    }
+
+    /// `read_piece`'s plan without its side effect (`read_members` asks without reading).
+    #[allow(clippy::too_many_arguments)]
+    fn read_piece_ios(
+        &self,
+        st: &State,
+        pair: usize,
+        home: u64,
+        len: u64,
+        buf_offset: u64,
+        views: &[MemberView],
+        avoid: Option<usize>,
+    ) -> Option<Vec<MemberIo>> {
         let (a, s, flash) = (2 * pair, 2 * pair + 1, self.flash());
         let mut ios = Vec::new();
         for (at, n, buffered) in st.index[pair].fragments(home, len) {
-            let candidates: Vec<(usize, u64)> = match buffered {
+            let mut candidates: Vec<(usize, u64)> = match buffered {
                 Some(flash_off) if st.index[pair].sole_at(at) => vec![(flash, flash_off)],
                 Some(flash_off) => vec![(flash, flash_off), (a, at)],
                 // A sleeping second disk is read only when the active one cannot serve.
@@ -327,12 +413,20 @@ impl Qmd {
                     c
                 }
             };
+            if buffered.is_none() {
+                if let Some(copy) = self.copy_at(st, pair, at) {
+                    // The copy first when the home disk is further from ready (asleep).
+                    let home_ready = views[candidates[0].0].ready_at;
+                    if views[copy.0].ready_at + UP_SLACK_S < home_ready {
+                        candidates.insert(0, copy);
+                    } else {
+                        candidates.push(copy);
+                    }
+                }
+            }
             let (member, member_offset) = candidates
                 .into_iter()
                 .find(|&(m, off)| Some(m) != avoid && views[m].holds(off, n))?;
-            if member == s {
-                st.flush.heads[pair].moved_to(at, n);
-            }
             ios.push(MemberIo {
                 member,
                 member_offset,
@@ -343,6 +437,80 @@ impl Qmd {
         Some(ios)
     }
 
+    /// The copy job of stripe unit `chunk`: read its newest bytes at home (flash or disks),
+    /// write them into its slot on the host's active disk.
+    fn copy_plan(
+        &self,
+        st: &mut State,
+        chunk: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let g = self.geometry();
+        let (pair, home) = g.home(chunk);
+        let no_copy = || LayoutError::NoLiveCopy {
+            offset: chunk * g.su,
+            end: (chunk + 1) * g.su,
+        };
+        let c = st.mirrors.copies.get(&chunk).copied().ok_or_else(no_copy)?;
+        let reads = self
+            .read_piece(st, pair, home, g.su, 0, views, None)
+            .ok_or_else(no_copy)?;
+        st.copying = Some(chunk);
+        Ok(Plan {
+            reads,
+            writes: vec![MemberIo {
+                member: 2 * c.host,
+                member_offset: g.slot_offset(c.slot),
+                len: g.su,
+                buf: Buf::Caller(0),
+            }],
+            ..Plan::default()
+        })
+    }
+
+    /// A write into a host's copy region landed: a foreground write's (the copy stays
+    /// current) or the copy job's (the copy is current now).
+    fn copy_written(&self, st: &mut State, w: &MemberIo) {
+        let g = self.geometry();
+        let (host, slot) = (w.member / 2, (w.member_offset - g.data_bytes) / g.su);
+        if let Some(n) = st.copy_writes.get_mut(&(host, slot)) {
+            *n -= 1;
+            if *n == 0 {
+                st.copy_writes.remove(&(host, slot));
+            }
+            return;
+        }
+        let Some(chunk) = st.copying else {
+            return;
+        };
+        if let Some(c) = st.mirrors.copies.get_mut(&chunk) {
+            if c.host == host && c.slot == slot && w.len == g.su && w.member == 2 * host {
+                c.current = true;
+                st.copying = None;
+                self.refresh_cold(st);
+            }
+        }
+    }
+
+    /// The next hot copy to write (a stale one whose home and host can serve, with no
+    /// foreground write into its slot in flight): its stripe unit.
+    fn next_copy_job(&self, st: &State, views: &[MemberView]) -> Option<u64> {
+        let g = self.geometry();
+        st.mirrors
+            .copies
+            .iter()
+            .filter(|(_, c)| !c.current && !st.copy_writes.contains_key(&(c.host, c.slot)))
+            .find(|(&chunk, c)| {
+                let (pair, home) = g.home(chunk);
+                views[2 * c.host].writable
+                    && views[2 * c.host].holds(g.slot_offset(c.slot), g.su)
+                    && self
+                        .read_piece_ios(st, pair, home, g.su, 0, views, None)
+                        .is_some()
+            })
+            .map(|(&chunk, _)| chunk)
+    }
+
     fn apply(&self, st: &mut State, r: &LayoutRecord) -> Result<(), String> {
         let mut rd = Reader::new(&r.payload, "qmd");
         match r.kind {
@@ -351,7 +519,7 @@ impl Qmd {
                 let flash_off = rd.u64()?;
                 let flash_end = flash_off.saturating_add(len);
                 if pair >= self.pairs
-                    || home.checked_add(len).is_none_or(|e| e > self.member_bytes)
+                    || home.checked_add(len).is_none_or(|e| e > self.data_bytes)
                     || flash_end > self.member_bytes
                 {
                     return Err(format!(
@@ -486,7 +654,7 @@ impl Personality for Qmd {
     }
 
     fn capacity(&self) -> u64 {
-        self.member_bytes * self.pairs as u64
+        self.data_bytes * self.pairs as u64
     }
 
     fn role(&self, member: usize) -> Role {
@@ -557,6 +725,10 @@ impl Personality for Qmd {
             if w.member >= self.flash() {
                 continue;
             }
+            if w.member_offset >= self.data_bytes {
+                self.copy_written(&mut st, w);
+                continue;
+            }
             let pair = w.member / 2;
             if buffered.contains(&(pair, w.member_offset)) {
                 continue;
@@ -578,6 +750,12 @@ impl Personality for Qmd {
     /// durable: until then a crash brings back entries that point into it.
     fn committed(&self) {
         let mut st = lock(&self.state);
+        // A new temperature table takes effect once its record is durable.
+        if st.pending_temperatures.as_ref().is_some_and(|p| p.1) {
+            if let Some((t, _)) = st.pending_temperatures.take() {
+                self.set_temperatures(&mut st, t);
+            }
+        }
         if !st.outbox.is_empty() {
             return;
         }
@@ -593,7 +771,11 @@ impl Personality for Qmd {
     }
 
     fn journal_records(&self, _plan: &Plan) -> Vec<LayoutRecord> {
-        std::mem::take(&mut lock(&self.state).outbox)
+        let mut st = lock(&self.state);
+        if let Some(p) = &mut st.pending_temperatures {
+            p.1 = true;
+        }
+        std::mem::take(&mut st.outbox)
     }
 
     fn replay(&self, image: Option<&[u8]>, records: &[LayoutRecord]) -> Result<(), String> {
@@ -603,6 +785,12 @@ impl Personality for Qmd {
         st.extents.restore(VolumeInfo::default())?;
         st.planned.clear();
         st.outbox.clear();
+        // Copies are stale after a restart: the copy jobs write them again.
+        st.pending_temperatures = None;
+        st.mirrors = OnlineMirrors::default();
+        st.copy_job = None;
+        st.copying = None;
+        st.copy_writes.clear();
         self.set_temperatures(&mut st, Temperatures::default());
         if let Some(bytes) = image {
             for r in decode_image(bytes, "qmd")? {
@@ -640,9 +828,14 @@ impl Personality for Qmd {
 
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
         let st = lock(&self.state);
+        // A table whose record is already in the journal is what a restart must find.
+        let table = match &st.pending_temperatures {
+            Some((t, true)) => t,
+            _ => &st.temperatures,
+        };
         let mut records = vec![
             volume_info_record(&st.extents.info),
-            temperature_record(&st.temperatures),
+            temperature_record(table),
         ];
         for (pair, index) in st.index.iter().enumerate() {
             records.extend(
@@ -688,10 +881,17 @@ impl Personality for Qmd {
                 };
                 st.extents = flash_extents(self.member_bytes, buffer, extent, self.stripe_unit)?;
             }
+            // Read by the constructor (it shapes the members); here only checked.
+            "mirror_bytes" => {
+                let n: u64 = value.parse().map_err(|_| bad())?;
+                if n != self.member_bytes - self.data_bytes {
+                    return Err(format!("qmd option {key}: set when the volume is built"));
+                }
+            }
             other => {
                 return Err(format!(
-                    "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes or \
-                     extent_bytes"
+                    "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes, \
+                     extent_bytes or mirror_bytes"
                 ))
             }
         }
@@ -712,10 +912,17 @@ impl Personality for Qmd {
             ));
         }
         let mut st = lock(&self.state);
-        let next = st.temperatures.with(extents, t)?;
+        // On top of a change not yet durable (it will be before this one).
+        let base = match &st.pending_temperatures {
+            Some((t, _)) => t,
+            None => &st.temperatures,
+        };
+        let next = base.with(extents, t)?;
         let n = next.len();
         st.outbox.push(temperature_record(&next));
-        self.set_temperatures(&mut st, next);
+        // Installed by `committed`, once the record is durable: until then neither the
+        // policy nor the writes act on a table a crash would take back.
+        st.pending_temperatures = Some((next, false));
         Ok(n)
     }
 
@@ -747,17 +954,80 @@ impl Personality for Qmd {
                 members.extend([a, s]);
             }
         }
+        // Hot units with a current copy: their writes reach the copy's host too.
+        if len > 0 {
+            let units = offset / self.stripe_unit..=(end - 1) / self.stripe_unit;
+            members.extend(
+                st.mirrors
+                    .copies
+                    .range(units)
+                    .filter(|(_, c)| c.current)
+                    .map(|(_, c)| 2 * c.host),
+            );
+        }
         members.sort_unstable();
         members.dedup();
         Some(members)
     }
 
+    /// Pairs that sleep whole: only marked data, some cold, hot units copied (current).
     fn cold_groups(&self) -> Vec<usize> {
         let st = lock(&self.state);
-        self.cold_pairs(&st.temperatures)
-            .into_iter()
+        (0..self.pairs)
+            .filter(|&p| st.cold[p])
             .map(|p| 2 * p)
             .collect()
+    }
+
+    /// The members a read needs now, planned without moving the flush's head or budget
+    /// (`range_asleep` asks; it does not read).
+    fn read_members(
+        &self,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Vec<usize>, LayoutError> {
+        self.check_range(offset, len)?;
+        // Buffered runs and hot copies vary unit by unit: the first READ_MEMBERS_UNITS
+        // stripe units are planned (a bound on a client's question, not on the volume).
+        let st = lock(&self.state);
+        let mut members = Vec::new();
+        let planned = len.min(READ_MEMBERS_UNITS * self.stripe_unit);
+        for (buf_offset, pair, home, n) in self.map(offset, planned) {
+            let ios = self
+                .read_piece_ios(&st, pair, home, n, buf_offset, views, None)
+                .ok_or(LayoutError::NoLiveCopy {
+                    offset: offset + buf_offset,
+                    end: offset + buf_offset + n,
+                })?;
+            members.extend(ios.iter().map(|io| io.member));
+        }
+        members.sort_unstable();
+        members.dedup();
+        Ok(members)
+    }
+
+    /// A replaced active disk held copies: they are stale now.
+    fn member_replaced(&self, member: usize) {
+        if member < self.flash() && member.is_multiple_of(2) {
+            let mut st = lock(&self.state);
+            st.mirrors.host_lost(member / 2);
+            self.refresh_cold(&mut st);
+        }
+    }
+
+    fn layout_state(&self) -> Option<serde_json::Value> {
+        let st = lock(&self.state);
+        let current = st.mirrors.copies.values().filter(|c| c.current).count();
+        Some(serde_json::json!({
+            "hot_copies": st.mirrors.copies.len(),
+            "hot_copies_current": current,
+            "sleeper_pairs": (0..self.pairs)
+                .filter(|&p| st.mirrors.sleepers.get(p).copied().unwrap_or(false))
+                .collect::<Vec<_>>(),
+            "cold_pairs": (0..self.pairs).filter(|&p| st.cold[p]).collect::<Vec<_>>(),
+            "buffered_bytes": st.index.iter().flat_map(|i| i.iter().map(|(_, e)| e.len)).sum::<u64>(),
+        }))
     }
 
     fn recover(
@@ -776,6 +1046,14 @@ impl Personality for Qmd {
         };
         let end = offset + len;
         let mut plan = Plan::default();
+        if member < self.flash() && offset >= self.data_bytes {
+            // The copy region: nothing to recover, the copies there are stale now.
+            if member.is_multiple_of(2) {
+                st.mirrors.host_lost(member / 2);
+                self.refresh_cold(&mut st);
+            }
+            return Ok(plan);
+        }
         if member < self.flash() {
             if member.is_multiple_of(2) {
                 let ios = self
@@ -839,7 +1117,8 @@ impl Personality for Qmd {
         else {
             return Ok(Reconcile::default());
         };
-        if group.iter().any(|c| c.member >= self.flash()) {
+        // The flash is never compared, nor the copy region (used on active disks only).
+        if group.iter().any(|c| c.member >= self.flash()) || offset >= self.data_bytes {
             return Ok(Reconcile::default());
         }
         // Each buffered fragment with its flag: the flash holds the only copy.
@@ -855,6 +1134,12 @@ impl Personality for Qmd {
             .iter()
             .find(|c| c.member == 2 * pair)
             .and_then(|c| c.bytes.clone());
+        if active.is_none() && offset + len > self.data_bytes {
+            // The active disk cannot vouch for its copy region: its copies are stale.
+            let mut st = lock(&self.state);
+            st.mirrors.host_lost(pair);
+            self.refresh_cold(&mut st);
+        }
         let copies: Vec<SyncCopy> = group
             .iter()
             .map(|c| {
@@ -865,6 +1150,13 @@ impl Personality for Qmd {
                             let r = (at - offset) as usize..(at - offset + k) as usize;
                             b[r.clone()].copy_from_slice(&a[r]);
                         }
+                    }
+                    // Nor is the copy region, where a block reaches into it (it is used on
+                    // the active disk only): the active disk's bytes stand there.
+                    let tail = (self.data_bytes.saturating_sub(offset) as usize).min(b.len());
+                    let end = b.len().min(a.len());
+                    if tail < end {
+                        b[tail..end].copy_from_slice(&a[tail..end]);
                     }
                 }
                 SyncCopy {
@@ -930,12 +1222,18 @@ impl Personality for Qmd {
 
     fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
         let mut st = lock(&self.state);
+        let stale = st.mirrors.next_stale().is_some();
         let any = st.index.iter().any(|i| !i.is_empty());
-        (any && st.flush.budget_left(now)).then_some(now)
+        ((any && st.flush.budget_left(now)) || stale).then_some(now)
     }
 
     fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
         let mut st = lock(&self.state);
+        // Hot copies first: a pair sleeps whole only once they are current.
+        st.copy_job = self.next_copy_job(&st, views);
+        if let Some(chunk) = st.copy_job {
+            return Some((chunk * self.stripe_unit, self.stripe_unit));
+        }
         let flash = self.flash();
         let eligible: Vec<usize> = (0..self.pairs)
             .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
@@ -979,6 +1277,11 @@ impl Personality for Qmd {
         self.check_range(offset, len)?;
         let mut st = lock(&self.state);
         let mut plan = Plan::default();
+        if let Some(chunk) = st.copy_job.take() {
+            if offset == chunk * self.stripe_unit && len == self.stripe_unit {
+                return self.copy_plan(&mut st, chunk, views);
+            }
+        }
         for (buf_offset, pair, home, n) in self.map(offset, len) {
             let s = 2 * pair + 1;
             let no_copy = LayoutError::NoLiveCopy {
@@ -1014,5 +1317,7 @@ impl Personality for Qmd {
     }
 }
 
+#[cfg(test)]
+mod mirror_tests;
 #[cfg(test)]
 mod tests;

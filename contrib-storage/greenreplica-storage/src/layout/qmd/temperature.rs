@@ -1,7 +1,8 @@
 //! Partial on-line mirrors (the QMD paper's hot and cold data): volume ranges the client
-//! marks hot or cold. A pair that holds cold bytes and no hot ones may sleep whole (both
-//! disks) under the utilization policy; hot data keeps its pair's active disk spinning.
-//! The table is journaled whole (one record per change), so a restart brings it back.
+//! marks hot or cold (unmarked bytes are normal). Which pairs may sleep whole, and the
+//! copies of their hot data on the pairs that stay up, follow from this table
+//! (`online_mirror.rs`). The table is journaled whole (one record per change), so a
+//! restart brings it back; it takes effect once that record is durable.
 
 use std::collections::BTreeMap;
 
@@ -120,25 +121,6 @@ impl Temperatures {
             }
         }
         Ok(next)
-    }
-
-    /// Pairs that hold bytes of a range marked `t`; `pairs_of` gives the pairs one volume
-    /// range touches.
-    pub fn pairs_marked(
-        &self,
-        t: Temperature,
-        pairs: usize,
-        pairs_of: impl Fn(u64, u64) -> Vec<usize>,
-    ) -> Vec<bool> {
-        let mut marked = vec![false; pairs];
-        for (s, e, _) in self.iter().filter(|r| r.2 == t) {
-            for p in pairs_of(s, e) {
-                if let Some(m) = marked.get_mut(p) {
-                    *m = true;
-                }
-            }
-        }
-        marked
     }
 
     /// The whole table as one journal payload: count, then (start, end, code) per range.

@@ -1,10 +1,10 @@
 use super::*;
 use crate::synth::Rng;
 
-const SU: u64 = 4096;
-const MEMBER: u64 = 64 * SU;
+pub(super) const SU: u64 = 4096;
+pub(super) const MEMBER: u64 = 64 * SU;
 
-fn qmd(members: usize) -> Qmd {
+pub(super) fn qmd(members: usize) -> Qmd {
     Qmd::new(&Shape {
         members,
         member_bytes: MEMBER,
@@ -15,7 +15,7 @@ fn qmd(members: usize) -> Qmd {
 }
 
 /// Pair 0's second disk (member 1) and pair 1's (member 3) asleep: ready far in the future.
-fn asleep(members: usize) -> Vec<MemberView> {
+pub(super) fn asleep(members: usize) -> Vec<MemberView> {
     (0..members)
         .map(|m| {
             let ready = if m % 2 == 1 && m + 1 < members {
@@ -33,14 +33,14 @@ fn targets(ios: &[MemberIo]) -> Vec<(usize, u64)> {
 }
 
 /// Members as byte arrays, plans executed on them (QMD plans have no computations).
-struct Disks(Vec<Vec<u8>>);
+pub(super) struct Disks(pub(super) Vec<Vec<u8>>);
 
 impl Disks {
-    fn new(members: usize) -> Self {
+    pub(super) fn new(members: usize) -> Self {
         Self(vec![vec![0u8; MEMBER as usize]; members])
     }
 
-    fn run(&mut self, plan: &Plan, caller: &mut [u8]) {
+    pub(super) fn run(&mut self, plan: &Plan, caller: &mut [u8]) {
         assert!(plan.compute.is_empty());
         for io in &plan.reads {
             let Buf::Caller(at) = io.buf else {
@@ -330,6 +330,7 @@ fn crash_runs(cold: bool) {
         if cold {
             l.set_temperature(&[(0, cap)], "cold").unwrap();
             journal.extend(l.journal_records(&Plan::default()));
+            l.committed();
         }
         let mut crashes = 0;
         let mut buffered_seen = 0u64;
