@@ -439,3 +439,25 @@ gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
 	*complete_to = (uint64) to;
 	return true;
 }
+
+/* The volume's capacity in bytes (its "volume" object's capacity_bytes). */
+bool
+gr_agent_volume_capacity(uint64 *capacity, char *err, size_t errlen)
+{
+	Jsonb	   *jb = gr_agent_call(gr_agent_request("volume", NULL), err, errlen);
+	JsonbValue *volume;
+	double		bytes;
+
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+	volume = gr_json_key(&jb->root, "volume");
+	if (volume == NULL || volume->type != jbvBinary ||
+		!gr_json_number(volume->val.binary.data, "capacity_bytes", &bytes) ||
+		!(bytes > 0))
+	{
+		snprintf(err, errlen, "reply to \"volume\" lacks capacity_bytes");
+		return false;
+	}
+	*capacity = (uint64) bytes;
+	return true;
+}

@@ -45,6 +45,8 @@ extern bool gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds,
 								int *nbounds, uint64 *complete_to, bool *aligned,
 								char *err, size_t errlen);
 
+extern bool gr_agent_volume_capacity(uint64 *capacity, char *err, size_t errlen);
+
 /* True when an agent is configured (greenreplica.agent_socket). */
 extern bool gr_agent_configured(void);
 

@@ -71,6 +71,19 @@ gr_align_window(GrWindow *window, GrHintExtents *hint)
 	if (last <= first)
 		return;
 
+	/*
+	 * A truncated hint does not reach the end of the window's reads: ask up
+	 * to the volume's end then (the agent caps the answer; PREFETCH aligns
+	 * only where the list is complete).
+	 */
+	if (hint->truncated)
+	{
+		uint64		capacity;
+
+		if (gr_agent_volume_capacity(&capacity, err, sizeof(err)) && capacity > first)
+			last = Max(last, capacity);
+	}
+
 	oldcontext = MemoryContextSwitchTo(window->cxt);
 	if (!gr_agent_boundaries(first, Min(last - first, GR_ALIGN_MAX_SPAN), &bounds,
 							 &nbounds, &complete_to, &aligned, err, sizeof(err)))

@@ -74,14 +74,30 @@ def main():
     p.add_argument("--prefix", type=int, default=20, help="seconds of pgbench before it (mid-cycle)")
     p.add_argument("--shared-buffers", default="64MB")
     p.add_argument("--slack-kb", type=int, default=32, help="greenreplica.boundary_slack when on")
+    p.add_argument("--merge-gap", type=int, default=None,
+                   help="greenreplica.prefetch_merge_gap of both batching standbys (default: the "
+                        "drive's break-even gap, as bench/compaction)")
     p.add_argument("--port-base", type=int, default=56700)
     p.add_argument("--out", default="tracks-batch")
+    p.add_argument("--plot-only", action="store_true", help="only redraw the PNG of an earlier --out")
     args = p.parse_args()
+    res = ROOT / "bench" / "results"
+    if args.plot_only:
+        plot(json.loads((res / f"{args.out}.json").read_text()), res / f"{args.out}.png")
+        return 0
 
     def conf(self, text):
         if "primary_conninfo" in text and self.name in (ALIGNED, OFF):
             slack = args.slack_kb if self.name == ALIGNED else 0
-            text += f"\ngreenreplica.boundary_slack = {slack}kB\n"
+            # the agent (for the boundaries and the hint); 1 ms per read assumed until the
+            # batch measures it, so that the scheduler does not start a batch at once on the
+            # default 20 ms while the window is being recorded (both standbys alike)
+            text += (f"\ngreenreplica.boundary_slack = {slack}kB\n"
+                     f"greenreplica.agent_socket = '{captured['agent'].socket}'\n"
+                     f"greenreplica.agent_volume = '{self.name}'\n"
+                     "greenreplica.initial_read_time = 1ms\n")
+            if args.merge_gap is not None:
+                text += f"greenreplica.prefetch_merge_gap = {args.merge_gap}\n"
         node_conf(self, text)
 
     energy.Node.conf = conf
@@ -115,7 +131,7 @@ def main():
 
     out = {"profile": args.profile, "layout": LAYOUT, "members": MEMBERS, "scale": args.scale,
            "record_s": args.record, "prefix_s": args.prefix, "shared_buffers": args.shared_buffers,
-           "slack_kb": args.slack_kb, "break_even_gap_blocks": results.get("break_even_gap_blocks"),
+           "slack_kb": args.slack_kb, "merge_gap_override": args.merge_gap, "break_even_gap_blocks": results.get("break_even_gap_blocks"),
            "standbys": {}}
     logs = Path("/tmp") / f"greenreplica-compaction-logs-{args.out}-{args.profile}"
     for mode, rows in zip(MODES, captured["rows"]):
@@ -150,7 +166,6 @@ def main():
         out["standbys"][mode] = s
         log(f"{mode}: {s}")
 
-    res = ROOT / "bench" / "results"
     (res / f"{args.out}.json").write_text(json.dumps(out, indent=2) + "\n")
     plot(out, res / f"{args.out}.png")
     return 0
@@ -173,7 +188,8 @@ def plot(out, png):
         for i, v in enumerate(vals):
             ax[k].text(i, v, f"{v:.1f}" if isinstance(v, float) else str(v), ha="center", va="bottom", fontsize=8)
     fig.suptitle(f"One batch, same WAL: {out['layout']} of {out['members']} {out['profile']} members "
-                 f"(pgbench scale {out['scale']}, {out['record_s']} s window, one run)", fontsize=10)
+                 f"(pgbench scale {out['scale']}, {out['record_s']} s window, merge gap "
+                 f"{out.get('merge_gap_override') or out['break_even_gap_blocks']} blocks, one run)", fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
