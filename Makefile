@@ -80,6 +80,7 @@ OBJS = \
 	src/gr_fold.o \
 	src/gr_guc.o \
 	src/gr_hint.o \
+	src/gr_align.o \
 	src/gr_pause.o \
 	src/gr_plan.o \
 	src/gr_prefetch.o \

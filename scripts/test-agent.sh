@@ -54,6 +54,17 @@ member_kind = "emulated-hdd"
 member_size = "512MiB"
 profile = "test-fast"
 policy = "utilization:sleep_epochs=3"
+
+# Track-aligned RAID5 of Maxtor Atlas 10K V members (issue 18): its boundaries
+# are member track ends, for the extension's aligned prefetch runs.
+[[template]]
+name = "tap-raid5-tracks"
+layout = "raid5-tracks"
+members = 3
+member_kind = "emulated-hdd"
+member_size = "512MiB"
+profile = "maxtor-atlas-10k-v"
+policy = "cooperative:60"
 CONF
 	"$bin" serve --config "$dir/agent.toml" >>"$dir/agent.log" 2>&1 &
 	echo $! >"$dir/agent.pid"

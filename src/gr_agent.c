@@ -389,3 +389,102 @@ gr_agent_wake_writes_only(const GrExtent *extents, int count,
 		*ready_in_s = 0;
 	return true;
 }
+
+/*
+ * The volume's alignment boundaries inside [offset, offset + len): where the
+ * agent would cut a request into member I/Os (chunk ends, member track ends).
+ * *bounds is palloc'd in the current context, ascending; *complete_to is
+ * where the list stops being complete (the agent caps its answer).  A layout
+ * without boundaries answers with none (*aligned false).
+ */
+bool
+gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
+					uint64 *complete_to, bool *aligned, char *err, size_t errlen)
+{
+	char		extra[96];
+	Jsonb	   *jb;
+	JsonbValue *list;
+	JsonbValue *flag;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	double		to;
+	int			n = 0;
+	int			capacity;
+	uint64		prev = offset;
+
+	*bounds = NULL;
+	*nbounds = 0;
+	*aligned = false;
+	*complete_to = offset;
+	snprintf(extra, sizeof(extra),
+			 "\"offset\":" UINT64_FORMAT ",\"len\":" UINT64_FORMAT, offset, len);
+	jb = gr_agent_call(gr_agent_request("boundaries", extra), err, errlen);
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+
+	flag = gr_json_key(&jb->root, "aligned");
+	list = gr_json_key(&jb->root, "boundaries");
+	if (flag == NULL || flag->type != jbvBool || list == NULL ||
+		list->type != jbvBinary || !JsonContainerIsArray(list->val.binary.data) ||
+		!gr_json_number(&jb->root, "complete_to", &to))
+	{
+		snprintf(err, errlen, "reply to \"boundaries\" lacks aligned, boundaries or complete_to");
+		return false;
+	}
+	*aligned = flag->val.boolean;
+	capacity = Max(JsonContainerSize(list->val.binary.data), 1);
+	*bounds = palloc(sizeof(uint64) * capacity);
+
+	/* Every entry a number inside the range, ascending; anything else voids it. */
+	it = JsonbIteratorInit(list->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		double		b;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvNumeric || n >= capacity)
+			break;
+		b = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
+											   NumericGetDatum(v.val.numeric)));
+		if (!(b > (double) prev) || b >= (double) (offset + len))
+			break;
+		prev = (uint64) b;
+		(*bounds)[n++] = prev;
+	}
+	if (n != JsonContainerSize(list->val.binary.data) || to < (double) offset ||
+		to > (double) (offset + len))
+	{
+		snprintf(err, errlen, "reply to \"boundaries\" has a boundary out of order or outside the range");
+		pfree(*bounds);
+		*bounds = NULL;
+		*aligned = false;
+		return false;
+	}
+	*nbounds = n;
+	*complete_to = (uint64) to;
+	return true;
+}
+
+/* The volume's capacity in bytes (its "volume" object's capacity_bytes). */
+bool
+gr_agent_volume_capacity(uint64 *capacity, char *err, size_t errlen)
+{
+	Jsonb	   *jb = gr_agent_call(gr_agent_request("volume", NULL), err, errlen);
+	JsonbValue *volume;
+	double		bytes;
+
+	if (jb == NULL || !gr_json_ok(jb))
+		return false;
+	volume = gr_json_key(&jb->root, "volume");
+	if (volume == NULL || volume->type != jbvBinary ||
+		!gr_json_number(volume->val.binary.data, "capacity_bytes", &bytes) ||
+		!(bytes > 0))
+	{
+		snprintf(err, errlen, "reply to \"volume\" lacks capacity_bytes");
+		return false;
+	}
+	*capacity = (uint64) bytes;
+	return true;
+}

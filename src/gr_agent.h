@@ -48,6 +48,13 @@ extern bool gr_agent_set_temperature(const struct GrExtent *extents, int count,
 									 const char *temperature, int *ranges,
 									 char *err, size_t errlen);
 
+/* The volume's alignment boundaries inside a range (gr_align.c uses them). */
+extern bool gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds,
+								int *nbounds, uint64 *complete_to, bool *aligned,
+								char *err, size_t errlen);
+
+extern bool gr_agent_volume_capacity(uint64 *capacity, char *err, size_t errlen);
+
 /* True when an agent is configured (greenreplica.agent_socket). */
 extern bool gr_agent_configured(void);
 

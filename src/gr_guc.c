@@ -36,6 +36,7 @@ bool		gr_debug_prefetch_resident = false;
 int			gr_max_apply_delay_s = 300;
 int			gr_prefetch_method = GR_PREFETCH_BUFFERS;
 int			gr_prefetch_merge_gap = 32;
+int			gr_boundary_slack_kb = 32;
 int			gr_initial_read_time_ms = 20;
 bool		gr_carry_dirty_buffers = false;
 
@@ -192,6 +193,19 @@ gr_define_gucs(void)
 							0, RELSEG_SIZE,
 							PGC_SIGHUP,
 							GUC_UNIT_BLOCKS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("greenreplica.boundary_slack",
+							"Largest overhang past a volume boundary that a prefetch run is aligned for.",
+							"The storage agent cuts requests at chunk and member track ends; "
+							"a run crossing one by at most this much is cut at it, or for "
+							"os_cache reads extended to the end of that track when that takes "
+							"in the track's other runs.  0 turns alignment off.",
+							&gr_boundary_slack_kb,
+							32,
+							0, 1024,
+							PGC_SIGHUP,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("greenreplica.initial_read_time",

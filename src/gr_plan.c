@@ -344,3 +344,145 @@ gr_plan_pace_allows(const GrPace *pace, double since_sleep_s)
 		return true;
 	return since_sleep_s >= pace->min_interval_s;
 }
+
+/* The first boundary above "at" (index into bounds; nbounds when none). */
+static size_t
+gr_bound_above(const uint64_t *bounds, size_t nbounds, uint64_t at)
+{
+	size_t		lo = 0;
+	size_t		hi = nbounds;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (bounds[mid] <= at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Boundaries strictly inside [offset, offset + length). */
+static uint64_t
+gr_run_crossings(const GrRun *run, const uint64_t *bounds, size_t nbounds)
+{
+	size_t		first = gr_bound_above(bounds, nbounds, run->offset);
+	size_t		end = gr_bound_above(bounds, nbounds, run->offset + run->length - 1);
+
+	return run->length == 0 ? 0 : (uint64_t) (end - first);
+}
+
+uint64_t
+gr_plan_count_crossings(const GrRun *runs, size_t n, const uint64_t *bounds,
+						size_t nbounds)
+{
+	uint64_t	crossings = 0;
+
+	for (size_t i = 0; i < n; i++)
+		crossings += gr_run_crossings(&runs[i], bounds, nbounds);
+	return crossings;
+}
+
+static void
+gr_emit_run(GrRun *out, size_t *nout, uint64_t from, uint64_t to, int64_t key)
+{
+	out[*nout].offset = from;
+	out[*nout].length = to - from;
+	out[*nout].key = key;
+	(*nout)++;
+}
+
+size_t
+gr_plan_align_runs(const GrRun *runs, size_t n, const uint64_t *bounds, size_t nbounds,
+				   const GrAlignParams *params, GrRun *out, size_t out_max,
+				   GrAlignCounts *counts)
+{
+	GrAlignCounts c = {0};
+	size_t		nout = 0;
+	size_t		i = 0;
+
+	c.crossings_before = gr_plan_count_crossings(runs, n, bounds, nbounds);
+	if (params->slack == 0 || nbounds == 0 || out_max / 3 < n)
+	{
+		for (; nout < n && nout < out_max; nout++)
+			out[nout] = runs[nout];
+		c.crossings_after = gr_plan_count_crossings(out, nout, bounds, nbounds);
+		if (counts)
+			*counts = c;
+		return nout;
+	}
+
+	while (i < n)
+	{
+		uint64_t	s = runs[i].offset;
+		uint64_t	e = s + runs[i].length;
+		int64_t		key = runs[i].key;
+		size_t		b;
+
+		if (e <= s)
+		{
+			i++;
+			continue;
+		}
+
+		/* A sliver before the first boundary inside: cut it off. */
+		b = gr_bound_above(bounds, nbounds, s);
+		if (b < nbounds && bounds[b] < e && bounds[b] - s <= params->slack)
+		{
+			c.slivers_before++;
+			gr_emit_run(out, &nout, s, bounds[b], key);
+			c.cut++;
+			s = bounds[b];
+		}
+
+		/* A sliver past the last boundary inside: cut it off, or extend it. */
+		b = gr_bound_above(bounds, nbounds, e - 1);
+		if (b > 0 && bounds[b - 1] > s && e - bounds[b - 1] <= params->slack)
+		{
+			uint64_t	last = bounds[b - 1];
+			uint64_t	track_end = b < nbounds ? bounds[b] : e;
+			uint64_t	stop = track_end;
+			double		cut_s = params->reposition_s + (double) (e - last) * params->byte_s;
+			uint64_t	needed = e - last;
+			size_t		k = i + 1;
+
+			c.slivers_before++;
+			gr_emit_run(out, &nout, s, last, key);
+
+			/* The runs of this key that lie wholly on the sliver's track. */
+			while (k < n && runs[k].key == key &&
+				   runs[k].offset + runs[k].length <= track_end)
+			{
+				cut_s += params->reposition_s + (double) runs[k].length * params->byte_s;
+				needed += runs[k].length;
+				k++;
+			}
+			if (k < n && runs[k].offset < stop)
+				stop = runs[k].offset;
+
+			if (params->may_extend && k > i + 1 &&
+				params->reposition_s + (double) (stop - last) * params->byte_s < cut_s)
+			{
+				gr_emit_run(out, &nout, last, stop, key);
+				c.extended++;
+				c.absorbed += k - (i + 1);
+				c.extra_bytes += (stop - last) - needed;
+				i = k;
+				continue;
+			}
+			gr_emit_run(out, &nout, last, e, key);
+			c.cut++;
+			i++;
+			continue;
+		}
+
+		gr_emit_run(out, &nout, s, e, key);
+		i++;
+	}
+	c.crossings_after = gr_plan_count_crossings(out, nout, bounds, nbounds);
+	if (counts)
+		*counts = c;
+	return nout;
+}

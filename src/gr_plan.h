@@ -13,6 +13,7 @@
 #define GR_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Why a plan is not feasible. */
@@ -246,5 +247,65 @@ extern GrPace gr_plan_pace(int budget, int used, double oldest_age_s);
  * bound, since_sleep_s after the volume last went to sleep (< 0: never).
  */
 extern bool gr_plan_pace_allows(const GrPace *pace, double since_sleep_s);
+
+/*
+ * Runs that respect alignment boundaries (issue 18).  The storage agent cuts
+ * every request at its layout's boundaries (chunk ends; member track ends on
+ * the track-aligned layouts): a run that crosses one by a few bytes costs a
+ * second member request, on the next track or member, for those few bytes.
+ * Such a run is cut at the boundary, so that no request of ours crosses it
+ * by a sliver, or, for reads, its short side is extended to the whole track
+ * when that absorbs the next runs on the same track more cheaply than
+ * positioning for each of them.  A write-back run is never extended: the
+ * bytes added would be clean pages written again, and a torn write of a
+ * clean page has no full-page image in the WAL to repair it.
+ *
+ * Offsets are bytes on the volume.  Runs are sorted by offset and do not
+ * overlap; "key" says which runs may be joined (the same file at the same
+ * physical-minus-logical delta): an extension absorbs only runs of its key.
+ */
+typedef struct GrRun
+{
+	uint64_t	offset;
+	uint64_t	length;
+	int64_t		key;
+} GrRun;
+
+typedef struct GrAlignParams
+{
+	uint64_t	slack;			/* a crossing by at most this many bytes is
+								 * aligned; 0 disables */
+	bool		may_extend;		/* reads only, never write-back */
+	double		reposition_s;	/* one more member request: seek and
+								 * rotational latency */
+	double		byte_s;			/* transfer time of one byte */
+} GrAlignParams;
+
+typedef struct GrAlignCounts
+{
+	uint64_t	crossings_before;	/* boundaries inside a run, as given */
+	uint64_t	crossings_after;	/* ... as planned */
+	uint64_t	slivers_before; /* crossings by at most slack bytes */
+	uint64_t	cut;			/* runs cut at a boundary */
+	uint64_t	extended;		/* runs extended to the end of a track */
+	uint64_t	absorbed;		/* runs an extension took in */
+	uint64_t	extra_bytes;	/* bytes read only because of extensions */
+} GrAlignCounts;
+
+/*
+ * Align runs[0 .. n) to the sorted boundaries bounds[0 .. nbounds) into out,
+ * which must hold 3 * n runs (each run may lose a sliver at both ends);
+ * returns the runs written.  With a smaller out, or slack 0, the runs are
+ * copied unchanged (as many as fit).  counts may be NULL.
+ */
+extern size_t gr_plan_align_runs(const GrRun *runs, size_t n,
+								 const uint64_t *bounds, size_t nbounds,
+								 const GrAlignParams *params,
+								 GrRun *out, size_t out_max,
+								 GrAlignCounts *counts);
+
+/* Boundaries strictly inside runs[0 .. n): requests the agent will cut. */
+extern uint64_t gr_plan_count_crossings(const GrRun *runs, size_t n,
+										const uint64_t *bounds, size_t nbounds);
 
 #endif							/* GR_PLAN_H */

@@ -53,6 +53,7 @@
 #include "utils/memutils.h"
 
 #include "greenreplica.h"
+#include "gr_plan.h"
 #include "gr_window.h"
 
 /* Blocks read between two abort checks inside one long run. */
@@ -185,6 +186,90 @@ gr_os_range_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/*
+ * The physically sorted ranges aligned to the volume's boundaries (see
+ * gr_align.c): the ranges the filesystem could place become runs keyed by
+ * file and physical-minus-logical delta, so that an extension only takes in
+ * ranges it really reads through; each aligned run is read from the file of
+ * the range it starts in.  Returns the new count; *ranges may be replaced.
+ */
+static uint64
+gr_prefetch_align(const GrWindow *window, GrOsRange **ranges, uint64 nranges,
+				  GrPrefetchResult *result)
+{
+	GrOsRange  *in = *ranges;
+	uint64		placed = 0;
+	GrRun	   *runs;
+	GrRun	   *out;
+	GrOsRange  *aligned;
+	uint32	   *left;
+	GrAlignParams params;
+	GrAlignCounts counts;
+	size_t		n;
+	uint64		src = 0;
+
+	if (window->nbounds == 0 || gr_boundary_slack_kb == 0)
+		return nranges;
+	while (placed < nranges && in[placed].physical != PG_UINT64_MAX)
+		placed++;
+	if (placed == 0)
+		return nranges;
+
+	runs = palloc(sizeof(GrRun) * placed);
+	out = palloc(sizeof(GrRun) * 3 * placed);
+	for (uint64 r = 0; r < placed; r++)
+	{
+		runs[r].offset = in[r].physical;
+		runs[r].length = in[r].length;
+		runs[r].key = ((int64) in[r].file << 32) ^
+			(int64) (((in[r].physical - in[r].offset) / BLCKSZ) & 0xffffffff);
+	}
+	gr_align_params(&params, true);
+	n = gr_plan_align_runs(runs, placed, window->bounds, window->nbounds, &params,
+						   out, 3 * placed, &counts);
+	result->crossings_before += counts.crossings_before;
+	result->crossings_after += counts.crossings_after;
+	result->aligned_cuts += counts.cut;
+	result->aligned_extensions += counts.extended;
+
+	/* Back to file ranges; needed blocks go to the first pieces of their range. */
+	aligned = palloc(sizeof(GrOsRange) * (n + (nranges - placed) + 1));
+	left = palloc(sizeof(uint32) * placed);
+	for (uint64 r = 0; r < placed; r++)
+		left[r] = in[r].needed;
+	for (size_t k = 0; k < n; k++)
+	{
+		GrOsRange  *o = &aligned[k];
+		uint64		seg_bytes = (uint64) RELSEG_SIZE * BLCKSZ;
+		uint32		blocks;
+
+		while (src + 1 < placed && in[src].physical + in[src].length <= out[k].offset)
+			src++;
+		o->file = in[src].file;
+		o->physical = out[k].offset;
+		o->offset = in[src].offset + (out[k].offset - in[src].physical);
+		o->length = Min(out[k].length, seg_bytes - Min(o->offset, seg_bytes));
+		blocks = (uint32) (o->length / BLCKSZ);
+		o->needed = 0;
+		/* the ranges this piece starts in or takes in */
+		for (uint64 r = src; r < placed && in[r].physical < out[k].offset + out[k].length; r++)
+		{
+			uint32		take = Min(left[r], blocks - o->needed);
+
+			o->needed += take;
+			left[r] -= take;
+		}
+	}
+	for (uint64 r = placed; r < nranges; r++)
+		aligned[n + (r - placed)] = in[r];
+	pfree(runs);
+	pfree(out);
+	pfree(left);
+	pfree(in);
+	*ranges = aligned;
+	return n + (nranges - placed);
+}
+
 /* Bytes read per pread() while waiting for the readahead. */
 #define GR_OS_CACHE_CHUNK		(256 * 1024)
 
@@ -274,7 +359,7 @@ gr_next_fork(const GrBlockKey *blocks, uint64 n, uint64 *i,
  * sort them physically, announce them all, then wait for them in order.
  */
 static void
-gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
+gr_prefetch_os_cache(const GrWindow *window, const GrBlockKey *blocks, uint64 n,
 					 GrPrefetchResult *result, GrAbortCheck abort_check)
 {
 	GrOsRange  *ranges = palloc(sizeof(GrOsRange) * Max(n, 1));
@@ -353,6 +438,7 @@ gr_prefetch_os_cache(const GrBlockKey *blocks, uint64 n,
 	}
 
 	qsort(ranges, nranges, sizeof(GrOsRange), gr_os_range_cmp);
+	nranges = gr_prefetch_align(window, &ranges, nranges, result);
 
 	/* Announce: every range in flight at once, in physical order. */
 	for (r = 0; r < nranges && !result->aborted; r++)
@@ -436,7 +522,7 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 
 	if (gr_prefetch_method == GR_PREFETCH_OS_CACHE && !result->aborted)
 	{
-		gr_prefetch_os_cache(blocks, n, result, abort_check);
+		gr_prefetch_os_cache(window, blocks, n, result, abort_check);
 		n = 0;					/* done: skip the buffers path below */
 	}
 
@@ -490,5 +576,12 @@ gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 	INSTR_TIME_SET_CURRENT(took);
 	INSTR_TIME_SUBTRACT(took, started);
 	result->seconds = INSTR_TIME_GET_DOUBLE(took);
+	if (window->nbounds > 0)
+		ereport(LOG,
+				(errmsg("greenreplica prefetch aligned to %d volume boundaries: ranges crossing one " UINT64_FORMAT " -> " UINT64_FORMAT ", " UINT64_FORMAT " cut, " UINT64_FORMAT " extended to a track end, " UINT64_FORMAT " reads, " UINT64_FORMAT " gap blocks",
+						window->nbounds, result->crossings_before,
+						result->crossings_after, result->aligned_cuts,
+						result->aligned_extensions, result->ios,
+						result->gap_blocks)));
 	MemoryContextSwitchTo(oldcontext);
 }

@@ -75,6 +75,8 @@ gr_window_release(GrWindow *window)
 	memset(&window->fold, 0, sizeof(window->fold));
 	window->reads = NULL;
 	window->nreads = 0;
+	window->bounds = NULL;
+	window->nbounds = 0;
 }
 
 /* The most blocks needing a read one window may hold. */

@@ -38,6 +38,10 @@ typedef struct GrWindow
 	/* the blocks needing a read, sorted; see gr_window_sorted_reads() */
 	GrBlockKey *reads;
 	uint64		nreads;
+
+	/* the volume's alignment boundaries over the window's span (gr_align.c) */
+	uint64	   *bounds;
+	int			nbounds;
 } GrWindow;
 
 /*
@@ -93,6 +97,11 @@ typedef struct GrPrefetchResult
 	double		sequential_share;	/* blocks read after the first of a run */
 	uint64		gap_blocks;		/* os_cache: blocks read through between
 								 * needed ones */
+	uint64		crossings_before;	/* os_cache: boundaries inside the ranges,
+									 * before and after alignment */
+	uint64		crossings_after;
+	uint64		aligned_cuts;	/* ranges cut at a boundary */
+	uint64		aligned_extensions; /* ranges extended to a track end */
 	double		seconds;
 	bool		aborted;
 } GrPrefetchResult;
@@ -109,6 +118,10 @@ extern void gr_window_hint_extents(GrWindow *window, GrHintExtents *hint);
 extern void gr_window_write_extents(GrWindow *window, GrHintExtents *hint);
 extern void gr_window_wake_inputs(GrWindow *window, GrWakeInputs *in);
 extern uint64 gr_hint_map(int fd, uint64 start, uint64 length, GrHintExtents *hint);
+/* alignment to the agent's boundaries (gr_align.c) */
+struct GrAlignParams;
+extern void gr_align_window(GrWindow *window, GrHintExtents *hint);
+extern void gr_align_params(struct GrAlignParams *params, bool may_extend);
 extern void gr_prefetch_window(GrWindow *window, GrPrefetchResult *result,
 							   GrAbortCheck abort_check);
 /* the os_cache read path */

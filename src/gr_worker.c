@@ -1081,6 +1081,7 @@ gr_hint_window(void)
 	gr_window_hint_extents(&sched.window, &hint);
 	if (hint.count == 0)
 		return;
+	gr_align_window(&sched.window, &hint);
 	if (gr_agent_hint(hint.extents, hint.count, &recorded, err, sizeof(err)))
 		sched.compaction.hint_extents += recorded;
 	else

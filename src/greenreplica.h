@@ -208,6 +208,7 @@ extern bool gr_debug_prefetch_resident;
 extern int	gr_max_apply_delay_s;
 extern int	gr_prefetch_method;
 extern int	gr_prefetch_merge_gap;
+extern int	gr_boundary_slack_kb;
 extern int	gr_initial_read_time_ms;
 extern bool gr_carry_dirty_buffers;
 

@@ -15,6 +15,123 @@ near(double got, double want, double rel)
 	return fabs(got - want) <= rel * fabs(want);
 }
 
+/* Runs aligned to boundaries (issue 18): one case per rule. */
+static void
+test_align_runs(void)
+{
+	/* Tracks of 1000 bytes: boundaries at 1000, 2000, ... 9000. */
+	uint64_t	bounds[9];
+	GrRun		out[16];
+	GrAlignCounts c;
+	GrAlignParams read = {.slack = 64, .may_extend = true,
+	.reposition_s = 0.004, .byte_s = 1e-6};
+	GrAlignParams write = read;
+	size_t		n;
+
+	write.may_extend = false;
+	for (int i = 0; i < 9; i++)
+		bounds[i] = (uint64_t) (i + 1) * 1000;
+
+	/* A run crossing by a sliver at its end is cut at the boundary. */
+	{
+		GrRun		in[] = {{100, 932, 0}};	/* 100 .. 1032 */
+
+		n = gr_plan_align_runs(in, 1, bounds, 9, &write, out, 16, &c);
+		expect(n == 2 && out[0].offset == 100 && out[0].length == 900 &&
+			   out[1].offset == 1000 && out[1].length == 32,
+			   "a sliver past a boundary is cut off at it");
+		expect(c.cut == 1 && c.slivers_before == 1 && c.crossings_before == 1 &&
+			   c.crossings_after == 0, "the cut is counted and no crossing is left");
+	}
+
+	/* A sliver before the boundary at the start is cut as well. */
+	{
+		GrRun		in[] = {{1980, 520, 0}};	/* 1980 .. 2500 */
+
+		n = gr_plan_align_runs(in, 1, bounds, 9, &read, out, 16, &c);
+		expect(n == 2 && out[0].offset == 1980 && out[0].length == 20 &&
+			   out[1].offset == 2000 && out[1].length == 500,
+			   "a sliver before a boundary is cut off at it");
+	}
+
+	/* A crossing by more than the slack is the agent's to cut: left alone. */
+	{
+		GrRun		in[] = {{500, 1000, 0}};	/* 500 .. 1500 */
+
+		n = gr_plan_align_runs(in, 1, bounds, 9, &read, out, 16, &c);
+		expect(n == 1 && out[0].offset == 500 && out[0].length == 1000 &&
+			   c.cut == 0 && c.crossings_after == 1,
+			   "a long crossing is left as it is");
+	}
+
+	/*
+	 * Reads: the sliver's track holds three more small runs; reading the
+	 * rest of the track (1 ms of transfer) beats three positionings (12 ms).
+	 */
+	{
+		GrRun		in[] = {{100, 910, 0}, {1200, 10, 0}, {1500, 10, 0}, {1800, 10, 0}, {2500, 10, 0}};
+
+		n = gr_plan_align_runs(in, 5, bounds, 9, &read, out, 16, &c);
+		expect(n == 3 && out[0].offset == 100 && out[0].length == 900 &&
+			   out[1].offset == 1000 && out[1].length == 1000 &&
+			   out[2].offset == 2500,
+			   "a read's sliver is extended to its track, taking in the runs on it");
+		expect(c.extended == 1 && c.absorbed == 3 && c.extra_bytes == 1000 - 10 - 30,
+			   "the extension and what it took in are counted");
+	}
+
+	/* Write-back: the same runs are only cut, never extended over clean pages. */
+	{
+		GrRun		in[] = {{100, 910, 0}, {1200, 10, 0}, {1500, 10, 0}, {1800, 10, 0}, {2500, 10, 0}};
+
+		n = gr_plan_align_runs(in, 5, bounds, 9, &write, out, 16, &c);
+		expect(n == 6 && out[1].offset == 1000 && out[1].length == 10 &&
+			   out[2].offset == 1200 && c.extended == 0 && c.extra_bytes == 0,
+			   "a write-back run is cut, never extended");
+	}
+
+	/* Extension does not pay when the track holds nothing else. */
+	{
+		GrRun		in[] = {{100, 910, 0}, {2500, 10, 0}};
+
+		n = gr_plan_align_runs(in, 2, bounds, 9, &read, out, 16, &c);
+		expect(n == 3 && out[1].offset == 1000 && out[1].length == 10 && c.extended == 0,
+			   "a lone sliver is cut, not extended");
+	}
+
+	/* An extension takes in only runs of its key and stops before the others. */
+	{
+		GrRun		in[] = {{100, 910, 7}, {1200, 10, 7}, {1500, 10, 8}, {1800, 10, 7}};
+
+		n = gr_plan_align_runs(in, 4, bounds, 9, &read, out, 16, &c);
+		expect(c.absorbed <= 1 && out[n - 1].offset == 1800 &&
+			   out[1].offset + out[1].length <= 1500,
+			   "an extension never takes in another file's run");
+	}
+
+	/* Slack 0 or too small an out: unchanged. */
+	{
+		GrRun		in[] = {{100, 932, 0}};
+		GrAlignParams off = read;
+
+		off.slack = 0;
+		n = gr_plan_align_runs(in, 1, bounds, 9, &off, out, 16, &c);
+		expect(n == 1 && out[0].length == 932, "slack 0 leaves the runs alone");
+		n = gr_plan_align_runs(in, 1, bounds, 9, &read, out, 2, &c);
+		expect(n == 1 && out[0].length == 932, "too small an out leaves them alone");
+		n = gr_plan_align_runs(in, 1, NULL, 0, &read, out, 16, &c);
+		expect(n == 1 && out[0].length == 932, "no boundaries: unchanged");
+	}
+
+	/* Crossings are counted per boundary inside a run. */
+	{
+		GrRun		in[] = {{500, 2000, 0}, {3000, 1000, 0}, {4100, 50, 0}};
+
+		expect(gr_plan_count_crossings(in, 3, bounds, 9) == 2,
+			   "boundaries strictly inside runs are crossings");
+	}
+}
+
 int
 main(void)
 {
@@ -304,5 +421,6 @@ main(void)
 			   "1 of 2 left, oldest unknown: a day");
 	}
 
+	test_align_runs();
 	return unit_report();
 }

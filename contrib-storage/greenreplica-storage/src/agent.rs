@@ -522,6 +522,15 @@ impl Agent {
                 let ranges = m.volume.set_temperature(&extents, &temperature)?;
                 json!({"ok": true, "volume": volume, "ranges": ranges})
             }
+            Request::Boundaries {
+                volume,
+                offset,
+                len,
+                max,
+            } => {
+                let m = self.get(&volume)?;
+                crate::control::boundaries::reply(&volume, m.volume.layout(), offset, len, max)?
+            }
             Request::Scrub { volume, repair } => {
                 let report = self.get(&volume)?.volume.scrub(repair.unwrap_or(true))?;
                 json!({"ok": true, "volume": volume, "report": report})

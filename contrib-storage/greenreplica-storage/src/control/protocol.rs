@@ -68,6 +68,15 @@ pub enum Request {
         extents: Vec<(u64, u64)>,
         temperature: String,
     },
+    /// The volume's alignment boundaries inside `offset..offset+len` (chunk ends; member
+    /// track ends on the track-aligned layouts), at most `max` (and at most 8192).
+    Boundaries {
+        volume: String,
+        offset: u64,
+        len: u64,
+        #[serde(default)]
+        max: Option<usize>,
+    },
 }
 
 pub const OPS: &[&str] = &[
@@ -85,6 +94,7 @@ pub const OPS: &[&str] = &[
     "scrub",
     "range_asleep",
     "set_temperature",
+    "boundaries",
 ];
 
 /// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.
@@ -187,6 +197,17 @@ mod tests {
             r#"{"op":"set_temperature","volume":"v","extents":[[0,-1]],"temperature":"hot"}"#
         )
         .is_err());
+        assert_eq!(
+            parse(r#"{"op":"boundaries","volume":"v","offset":0,"len":8192}"#),
+            Ok(Request::Boundaries {
+                volume: "v".into(),
+                offset: 0,
+                len: 8192,
+                max: None
+            })
+        );
+        assert!(parse(r#"{"op":"boundaries","volume":"v","offset":-1,"len":1}"#).is_err());
+        assert!(parse(r#"{"op":"boundaries","volume":"v","offset":0,"len":1,"max":-2}"#).is_err());
         assert_eq!(
             parse(r#"{"op":"scrub","volume":"v"}"#),
             Ok(Request::Scrub {

@@ -5,6 +5,7 @@
 //! write-intent bitmap, member health and generations. A new layout is one file here and one
 //! line in the registry (`registry.rs`).
 
+pub mod boundaries;
 mod ido;
 mod ido_dmap;
 mod ido_surrogate;
@@ -458,6 +459,23 @@ pub trait Personality: Send + Sync + fmt::Debug {
             .find(|g| g.contains(&member))
             .and_then(|g| g.into_iter().min())
             .unwrap_or(member)
+    }
+
+    /// Volume offsets inside `offset..offset+len` where a request's member I/O is cut (a
+    /// chunk ends; for the track-aligned layouts, a member track ends), ascending, at most
+    /// `cap` of them. None: the layout has none to offer. The default reads them off the
+    /// layout's own read plan for layouts that stripe (`stripe_unit() > 0`), so the answer
+    /// is always the cuts its plans make; a layout may answer otherwise by overriding.
+    fn alignment_boundaries(
+        &self,
+        offset: u64,
+        len: u64,
+        cap: usize,
+    ) -> Option<Result<boundaries::Boundaries, LayoutError>> {
+        if self.stripe_unit() == 0 {
+            return None;
+        }
+        Some(boundaries::read_plan_cuts(self, offset, len, cap))
     }
 
     /// Refuse requests beyond the volume.
