@@ -39,8 +39,14 @@ sub new_primary
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(allows_streaming => 1, %{ $opts{init} // {} });
+	# wal_keep_size: on a loaded machine a walsender can lag the primary's
+	# checkpoints (max_wal_size is 128MB here) and find its next segment
+	# recycled; the standby then reconnects, and greenreplica releases replay
+	# while it does (a CI run of t/033 failed so).  Production standbys use a
+	# replication slot; the tests' standbys keep the WAL this way.
 	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'greenreplica'\n" . ($opts{conf} // ''));
+		"shared_preload_libraries = 'greenreplica'\nwal_keep_size = 512MB\n"
+		  . ($opts{conf} // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION greenreplica');
 	return $node;
@@ -86,7 +92,11 @@ sub carry_dirty_conf
 # millisecond queries instead.
 sub standby_test_conf
 {
-	return "max_standby_streaming_delay = -1\n" . prefetch_method_conf() . carry_dirty_conf();
+	# The primary's wal_keep_size (new_primary) came with the base backup: a
+	# standby's restartpoints must recycle its WAL as configured.
+	return "max_standby_streaming_delay = -1\nwal_keep_size = 0\n"
+	  . prefetch_method_conf()
+	  . carry_dirty_conf();
 }
 
 # A streaming standby of $primary, from a fresh base backup, with extra
