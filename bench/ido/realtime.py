@@ -8,10 +8,12 @@ array members and the 2-member surrogate pair.  Per configuration:
 
   1. a batch with nothing failed (greenreplica_batch_now()): the batch's duration without a
      rebuild;
-  2. after --accumulate seconds of load, another batch; as soon as greenreplica_status shows
-     the --fail-phase, member 1 is failed (control op fail_member) and replaced
-     (replace_member): the batch's duration with the rebuild running, and the rebuild's time
-     (replace -> member in_sync);
+  2. for each entry of --fail-phases (default: apply), after --accumulate seconds of load
+     another batch; as soon as greenreplica_status shows that phase, member 1 is failed
+     (control op fail_member) and replaced (replace_member): the batch's duration with the
+     rebuild running, the rebuild's time (replace -> member in_sync), what the surrogate pair
+     wrote.  A compact batch's PREFETCH phase only announces its reads (a few ms); they land
+     while APPLY waits for them, so a failure in apply is one while the batch reads;
   3. after --accumulate seconds more, member 1 fails and is replaced again and the standby is
      promoted while that rebuild runs: the measured RTO (promote -> first committed write),
      against greenreplica.rto; then the TPC-C consistency check on the promoted standby.
@@ -19,8 +21,9 @@ array members and the 2-member surrogate pair.  Per configuration:
 Configurations:
   ido_hint    rebuild = "ido"; the standby's hint (sent before each batch's prefetch) reaches
               the volume (Volume::hint -> Personality::hint -> the zone table's hinted flags)
-  ido_nohint  rebuild = "ido"; the benchmark replaces the hint with an empty one right before
-              the failure (a new hint replaces the last: no zone stays hinted)
+  ido_nohint  rebuild = "ido"; through each failure's batch and rebuild the benchmark replaces
+              the standby's hint with an empty one every 50 ms (a new hint replaces the last:
+              no zone stays hinted for more than that)
   pr          rebuild = "pr": MD's sequential rebuild, nothing redirected to the surrogates
 
 Whether the hint arrived is read from the volume status (`hints`: the extents the volume holds,
@@ -41,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,7 +56,8 @@ CONFIGS = {"ido_hint": "ido", "ido_nohint": "ido", "pr": "pr"}
 STATUS = ("phase", "batches", "coalesce(last_batch_duration_s, 0)", "coalesce(last_batch_prefetch_s, 0)",
           "coalesce(last_batch_apply_s, 0)", "coalesce(last_batch_flush_s, 0)",
           "coalesce(last_batch_hint_extents, 0)", "coalesce(unapplied_bytes, 0)",
-          "coalesce(rto_estimate_s, 0)")
+          "coalesce(rto_estimate_s, 0)", "coalesce(last_batch_bytes, 0)",
+          "coalesce(last_batch_reads_needed, 0)", "coalesce(last_batch_prefetch_ios, 0)")
 
 
 def template(name, rebuild, args):
@@ -77,7 +82,8 @@ def status(node):
     row = node.psql("SELECT " + ", ".join(STATUS) + " FROM greenreplica_status").split("|")
     return {"phase": row[0], "batches": int(row[1]), "duration_s": float(row[2]),
             "prefetch_s": float(row[3]), "apply_s": float(row[4]), "flush_s": float(row[5]),
-            "hint_extents": int(row[6]), "unapplied_bytes": int(row[7]), "rto_estimate_s": float(row[8])}
+            "hint_extents": int(row[6]), "unapplied_bytes": int(row[7]), "rto_estimate_s": float(row[8]),
+            "wal_bytes": int(row[9]), "reads_needed": int(row[10]), "prefetch_ios": int(row[11])}
 
 
 def volume(agent, name):
@@ -89,20 +95,23 @@ def member_health(agent, name, m):
 
 
 def wait_batch_done(node, batches, timeout=300):
-    """Until greenreplica_status counts more than `batches` and the standby is asleep again."""
+    """Until greenreplica_status counts more than `batches` completed batches; its last_batch_*
+    figures are those of batch number batches + 1 when `exact` (the standby batches every few
+    seconds here: polled every 20 ms, a later batch can seldom end first)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
             s = status(node)
-            if s["batches"] > batches and s["phase"] in ("sleep", "continuous"):
+            if s["batches"] > batches:
+                s["exact"] = s["batches"] == batches + 1
                 return s
         except subprocess.CalledProcessError:
             pass
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise RuntimeError(f"no batch finished within {timeout} s")
 
 
-def wait_phase(node, phases, timeout=120):
+def wait_phase(node, phases, timeout=60):
     """Poll every 20 ms until the standby is in one of `phases`; returns its status."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -130,8 +139,60 @@ def fail_and_replace(agent, name, m):
     agent.request({"op": "replace_member", "volume": name, "member": m})
 
 
-def surrogate_writes(v):
-    return sum(v["members"][i]["ledger"]["writes"] for i in (3, 4))
+def member_io(v, members, key):
+    return sum(v["members"][i]["ledger"][key] for i in members)
+
+
+def clear_hints(agent, name, stop):
+    while not stop.is_set():
+        try:
+            agent.request({"op": "hint", "volume": name, "extents": []})
+        except (OSError, RuntimeError):
+            pass
+        stop.wait(0.05)
+
+
+def failure_during_batch(name, agent, node, phases, args):
+    """A batch (greenreplica_batch_now()); as soon as the standby is in one of `phases`,
+    member 1 fails and is replaced. None when the batch never showed those phases."""
+    b = status(node)["batches"]
+    before = volume(agent, name)
+    stop = threading.Event()
+    if name == "ido_nohint":
+        # The hint off: an empty hint replaces the standby's every 50 ms through the batch
+        # and the rebuild (a new hint replaces the last, so no zone stays hinted for long).
+        threading.Thread(target=clear_hints, args=(agent, name, stop), daemon=True).start()
+    try:
+        node.psql("SELECT greenreplica_batch_now()")
+        at = wait_phase(node, phases)
+        if at is None:
+            wait_batch_done(node, b)
+            return None
+        r = {"failed_in_phase": at["phase"], "volume_hints_at_failure": volume(agent, name)["hints"]}
+        if name == "ido_nohint":  # the standby's hint may be younger than the last clearing
+            agent.request({"op": "hint", "volume": name, "extents": []})
+            r["volume_hints_after_clearing"] = volume(agent, name)["hints"]
+        t0 = time.time()
+        fail_and_replace(agent, name, 1)
+        r["batch"] = wait_batch_done(node, at["batches"])
+        r["batch_end_after_failure_s"] = time.time() - t0
+        r["batch_ended_before_rebuild"] = member_health(agent, name, 1) != "in_sync"
+        t_sync = wait_in_sync(agent, name, 1)
+    finally:
+        stop.set()
+    r["rebuild_s"] = (t_sync - t0) if t_sync else None
+    after = volume(agent, name)
+    # Surrogate writes: redirected user writes and (IDO) hot zones migrated as the rebuild
+    # finishes them; hinted zones count as hot.
+    r["surrogate_bytes_written"] = (member_io(after, (3, 4), "bytes_written")
+                                    - member_io(before, (3, 4), "bytes_written"))
+    r["array_bytes_read"] = (member_io(after, (0, 2), "bytes_read") - member_io(before, (0, 2), "bytes_read"))
+    r["layout_metadata_bytes"] = after["layout_metadata_bytes"]
+    log(f"  {name}: failed in {at['phase']}, batch {r['batch']['duration_s']:.2f} s "
+        f"({r['batch']['wal_bytes'] // 1024} kB WAL, {r['batch']['reads_needed']} reads), "
+        f"rebuild {r['rebuild_s']} s, volume hints {r['volume_hints_at_failure']}, "
+        f"surrogates wrote {r['surrogate_bytes_written'] >> 20} MiB")
+    return r
 
 
 def run_config(name, agent, work, primary, pts, port, args):
@@ -169,34 +230,11 @@ greenreplica.agent_volume = '{name}'
         r["batch_in_sync"] = wait_batch_done(node, b)
         log(f"  {name}: batch in sync {r['batch_in_sync']}")
 
-        # 2. a batch during which member 1 fails and is replaced
-        time.sleep(args.accumulate)
-        b = status(node)["batches"]
-        before = volume(agent, name)
-        node.psql("SELECT greenreplica_batch_now()")
-        at = wait_phase(node, args.fail_phase.split(","))
-        if at is None:
-            raise RuntimeError(f"{name}: the batch never reached phase {args.fail_phase}")
-        v = volume(agent, name)
-        r["volume_hints_at_failure"] = v["hints"]
-        if name == "ido_nohint":
-            agent.request({"op": "hint", "volume": name, "extents": []})
-            r["volume_hints_after_clearing"] = volume(agent, name)["hints"]
-        t0 = time.time()
-        fail_and_replace(agent, name, 1)
-        r["failed_in_phase"] = at["phase"]
-        done = wait_batch_done(node, b)
-        t_batch = time.time()
-        r["batch_with_rebuild"] = done
-        r["batch_ended_before_rebuild"] = member_health(agent, name, 1) != "in_sync"
-        t_sync = wait_in_sync(agent, name, 1)
-        after = volume(agent, name)
-        r["rebuild_s"] = (t_sync - t0) if t_sync else None
-        r["batch_end_after_failure_s"] = t_batch - t0
-        r["surrogate_writes_during"] = surrogate_writes(after) - surrogate_writes(before)
-        r["layout_metadata_bytes"] = after["layout_metadata_bytes"]
-        log(f"  {name}: failed in {at['phase']}, batch {done['duration_s']:.2f} s, "
-            f"rebuild {r['rebuild_s']} s, volume hints {r['volume_hints_at_failure']}")
+        # 2. batches during which member 1 fails and is replaced (one per --fail-phases entry)
+        r["failures"] = {}
+        for phases in args.fail_phases.split(";"):
+            time.sleep(args.accumulate)
+            r["failures"][phases] = failure_during_batch(name, agent, node, phases.split(","), args)
 
         # 3. promotion during a rebuild
         time.sleep(args.accumulate)
@@ -214,28 +252,38 @@ greenreplica.agent_volume = '{name}'
     return r
 
 
+def failures(r):
+    """(phase entry, result) of the failures that happened."""
+    return [(k, v) for k, v in r["failures"].items() if v]
+
+
 def plot(out, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = list(out["configurations"])
     res = out["configurations"]
-    fig, ax = plt.subplots(1, 3, figsize=(13, 4))
-    ax[0].bar(names, [res[n].get("rebuild_s") or 0 for n in names], color="tab:blue")
-    ax[0].set_title("rebuild of member 1 (s)")
-    w = 0.38
-    xs = range(len(names))
-    ax[1].bar([x - w / 2 for x in xs], [res[n]["batch_in_sync"]["duration_s"] for n in names], w,
-              label="in sync")
-    ax[1].bar([x + w / 2 for x in xs], [res[n]["batch_with_rebuild"]["duration_s"] for n in names], w,
-              label="member failed in the batch")
-    ax[1].set_xticks(list(xs), names)
-    ax[1].set_title("batch duration (s)")
-    ax[1].legend(fontsize=8)
+    names = list(res)
+    entries = out["setup"]["fail_phases"].split(";")
+    fig, ax = plt.subplots(1, 4, figsize=(17, 4))
+    w = 0.8 / (len(entries) + 1)
+    for e, entry in enumerate(entries):
+        got = [(res[n]["failures"].get(entry) or {}) for n in names]
+        xs = [x + (e + 1) * w for x in range(len(names))]
+        ax[0].bar(xs, [g.get("rebuild_s") or 0 for g in got], w, label=f"failed in {entry}")
+        ax[1].bar(xs, [(g.get("batch") or {}).get("duration_s", 0) for g in got], w,
+                  label=f"member failed in {entry}")
+        ax[3].bar(xs, [(g.get("surrogate_bytes_written") or 0) / 2**20 for g in got], w,
+                  label=f"failed in {entry}")
+    ax[1].bar(range(len(names)), [res[n]["batch_in_sync"]["duration_s"] for n in names], w, label="in sync")
+    for a, title in zip(ax[[0, 1, 3]], ("rebuild of member 1 (s)", "batch duration (s)",
+                                         "surrogate pair wrote (MiB)")):
+        a.set_xticks([x + 0.4 - w / 2 for x in range(len(names))], names)
+        a.set_title(title)
+        a.legend(fontsize=7)
     ax[2].bar(names, [res[n].get("rto_measured_s") or 0 for n in names], color="tab:red")
     ax[2].axhline(out["setup"]["rto"], color="k", ls="--", label="greenreplica.rto")
     ax[2].set_title("promotion during a rebuild: RTO (s)")
-    ax[2].legend(fontsize=8)
+    ax[2].legend(fontsize=7)
     fig.suptitle(f"IDO in real time: raid5-ido-s 3+2 x {out['setup']['member_size']} "
                  f"{out['setup']['profile']}, TPC-C {out['setup']['rate']} tps")
     fig.tight_layout()
@@ -251,9 +299,11 @@ def main():
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--rto", type=int, default=30, help="greenreplica.rto, s")
     p.add_argument("--window", default="8MB")
-    p.add_argument("--shared-buffers", default="64MB")
+    p.add_argument("--shared-buffers", default="16MB",
+                   help="the standby's; below the TPC-C data's size so that batches read the volume")
     p.add_argument("--accumulate", type=int, default=20, help="seconds of load before each step")
-    p.add_argument("--fail-phase", default="apply", help="batch phase(s) in which the member fails")
+    p.add_argument("--fail-phases", default="apply",
+                   help="one failure per ';'-separated entry, in a batch phase of the entry's ','-list")
     p.add_argument("--rebuild-min", type=float, default=10, help="rebuild_min_mb_s")
     p.add_argument("--rebuild-max", type=float, default=40, help="rebuild_mb_s")
     p.add_argument("--results", default=str(ROOT / "bench" / "results"))
@@ -326,13 +376,19 @@ max_wal_size = 1GB
 
 
 def print_table(out):
-    print(f"\n{'config':<11} {'rebuild s':>9} {'batch in sync s':>15} {'batch w/ rebuild s':>18} "
-          f"{'failed in':>9} {'hints':>5} {'RTO s':>6} {'TPC-C ok':>8}")
+    def f(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    print(f"\n{'config':<11} {'failed in':>9} {'rebuild s':>9} {'batch s':>8} {'in sync s':>9} "
+          f"{'WAL kB':>7} {'reads':>6} {'hints':>5} {'sur. MiB':>8} {'RTO s':>6} {'TPC-C ok':>8}")
     for n, r in out["configurations"].items():
-        print(f"{n:<11} {r['rebuild_s'] or float('nan'):>9.1f} {r['batch_in_sync']['duration_s']:>15.2f} "
-              f"{r['batch_with_rebuild']['duration_s']:>18.2f} {r['failed_in_phase']:>9} "
-              f"{r['volume_hints_at_failure']:>5} {r['rto_measured_s'] or float('nan'):>6.2f} "
-              f"{str(r['tpcc_consistent_after_promotion']):>8}")
+        for entry, g in failures(r) or [("-", {})]:
+            b = g.get("batch", {})
+            print(f"{n:<11} {g.get('failed_in_phase', '-'):>9} {f(g.get('rebuild_s'), '>9.1f')} "
+                  f"{f(b.get('duration_s'), '>8.2f')} {r['batch_in_sync']['duration_s']:>9.2f} "
+                  f"{b.get('wal_bytes', 0) // 1024:>7} {b.get('reads_needed', 0):>6} "
+                  f"{g.get('volume_hints_after_clearing', g.get('volume_hints_at_failure', 0)):>5} {(g.get('surrogate_bytes_written') or 0) / 2**20:>8.1f} "
+                  f"{f(r.get('rto_measured_s'), '>6.2f')} {str(r.get('tpcc_consistent_after_promotion')):>8}")
     print(f"run {out['run_s']:.0f} s, greenreplica.rto {out['setup']['rto']} s")
 
 
