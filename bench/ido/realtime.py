@@ -198,13 +198,8 @@ def failure_during_batch(name, agent, node, phases, args):
 def run_config(name, agent, work, primary, pts, port, args):
     vts = agent.create_volume(name, name)
     node = Node(work, name, port)
-    as_user(["pg_basebackup", "-h", str(work), "-p", str(primary.port), "-D", str(node.data),
-             "-X", "stream", "--checkpoint=fast", "--no-sync", "-T", f"{pts}={vts}", "-C", "-S", name],
-            capture_output=True)
+    node.follow(primary, f"{pts}={vts}")
     node.conf(f"""
-port = {node.port}
-primary_conninfo = 'host={work} port={primary.port} application_name={name}'
-primary_slot_name = '{name}'
 shared_buffers = {args.shared_buffers}
 greenreplica.mode = compact
 greenreplica.rto = {args.rto}s
@@ -212,7 +207,6 @@ greenreplica.window_size = {args.window}
 greenreplica.agent_socket = '{agent.socket}'
 greenreplica.agent_volume = '{name}'
 """)
-    as_user(["touch", str(node.data / "standby.signal")])
     node.start()
     r = {"rebuild": CONFIGS[name]}
     try:
