@@ -245,6 +245,19 @@ class Node:
     def env(self):
         return {"PGHOST": str(self.work), "PGPORT": str(self.port), "PGDATABASE": "postgres"}
 
+    def follow(self, primary, tablespace_map):
+        """Make this node a streaming standby of primary: a base backup with the tablespace
+        mapping "OLD=NEW", a replication slot named after the node, standby.signal."""
+        as_user(["pg_basebackup", "-h", str(self.work), "-p", str(primary.port), "-D", str(self.data),
+                 "-X", "stream", "--checkpoint=fast", "--no-sync", "-T", tablespace_map,
+                 "-C", "-S", self.name], capture_output=True)
+        self.conf(f"""
+port = {self.port}
+primary_conninfo = 'host={self.work} port={primary.port} application_name={self.name}'
+primary_slot_name = '{self.name}'
+""")
+        as_user(["touch", str(self.data / "standby.signal")])
+
     def tpcc(self, *args, check=True):
         """Run bench/tpcc/tpcc.sh against this node; returns the completed process."""
         env = [f"{k}={v}" for k, v in self.env().items()]

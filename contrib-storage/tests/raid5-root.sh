@@ -35,11 +35,8 @@ POLICY=always-on
 # Track-aligned layouts take each member's tracks from its drive model (unit = drive_seed).
 PROFILE=test-fast
 [ "$LAYOUT" = raid5-tracks ] && PROFILE=maxtor-atlas-10k-v
-PG_BIN=/usr/lib/postgresql/15/bin
-PG_USER=${PG_USER:-grtest}
 require_root_and_tools "the $LAYOUT tests" fio jq python3 fsfreeze losetup mkfs.ext4 runuser fusermount3
-[ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
-id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
+require_postgres
 build_agent
 
 WORK=$(mktemp -d "/tmp/grs-$LAYOUT.XXXXXX")
@@ -49,13 +46,7 @@ BENCH_PID=""
 WRITERS=()
 SOCK=$WORK/run/control.sock
 MNT=$WORK/mnt/r5
-PGDATA_DIR=$WORK/pgdata
-PGSOCK=$WORK/pgsock
-PGPORT=$((20000 + RANDOM % 20000))
-
-as_pg() { (cd / && runuser -u "$PG_USER" -- "$@"); }
-pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -h "$PGSOCK" -p "$PGPORT" -d postgres -c "$1"; }
-pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s" "$@" >/dev/null; }
+pg_paths
 grs() { "$BIN" --socket "$SOCK" "$@"; }
 volume_field() { grs request '{"op":"volume","volume":"r5"}' | jq -r "$1"; }
 members_health() { volume_field "[.volume.members[$(echo "$1" | sed 's/ /,/g')].health.health] | join(\",\")"; }
@@ -155,40 +146,16 @@ fi
 
 # The cluster lives outside the volume; its tablespace (every table and index pgbench
 # makes, and the verification table) on the RAID5 volume.
-install -d -o "$PG_USER" -m 0700 "$PGDATA_DIR" "$MNT/ts"
-install -d -o "$PG_USER" -m 0755 "$PGSOCK"
-as_pg "$PG_BIN/initdb" -D "$PGDATA_DIR" -k -A trust --no-sync >"$WORK/initdb.log" 2>&1 ||
-	give_up "initdb failed: $(tail -3 "$WORK/initdb.log")"
-pg_ctl_do start || give_up "PostgreSQL does not start: $(tail -3 "$PGSOCK/pg.log")"
-pg_sql "CREATE TABLESPACE r5 LOCATION '$MNT/ts'" >/dev/null
-pg_sql "CREATE TABLE kept TABLESPACE r5 AS SELECT i, repeat(md5(i::text), 20) AS filler FROM generate_series(1, 20000) i" >/dev/null
-pg_sql "CHECKPOINT" >/dev/null
-kept_sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept")
+pg_setup_primary r5 "$MNT/ts"
 
 # RoLo-P's duty and rotations as the agent reports them (volume status, layout_state).
 on_duty_logger() { volume_field '.volume.layout_state.on_duty_logger // empty'; }
 rotations() { volume_field '.volume.layout_state.rotations // 0'; }
-if as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -q -s 8 --tablespace=r5 --index-tablespace=r5 postgres >"$WORK/pgbench-init.log" 2>&1; then
-	pass "pgbench initialises its tables in the tablespace on the $LAYOUT volume"
-else
-	fail "pgbench initialises its tables in the tablespace on the $LAYOUT volume" "$(tail -3 "$WORK/pgbench-init.log")"
-fi
 
 # pgbench for 40 s; the LOST members fail after 6 s, are replaced after 12 s and rebuild
 # meanwhile.
-# PostgreSQL keeps few buffers and checkpoints every 2 s, and the kernel's caches are dropped
-# as often, so that pages really go to and come from the volume while it is degraded.
 member2_io() { volume_field '.volume.members[2].ledger | "\(.reads) \(.writes)"'; }
-as_pg "$PG_BIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -c 4 -j 2 -T 40 postgres >"$WORK/pgbench.log" 2>&1 &
-BENCH_PID=$!
-(
-	while kill -0 "$BENCH_PID" 2>/dev/null; do
-		sleep 2
-		pg_sql "CHECKPOINT" >/dev/null 2>&1
-		echo 3 >/proc/sys/vm/drop_caches
-	done
-) &
-CHURN_PID=$!
+start_pgbench_load 40
 sleep 6
 if [ "$LAYOUT" = rolo-p ]; then
 	# several rotations first (pgbench -i alone writes the logs full several times over),
@@ -215,10 +182,7 @@ sleep 6
 read -r reads1 writes1 < <(member2_io)
 for m in $LOST; do grs replace-member r5 "$m" >>"$WORK/replace.log" 2>&1; done
 replaced=$(members_health "$LOST")
-wait "$BENCH_PID"
-bench_rc=$?
-BENCH_PID=""
-wait "$CHURN_PID"
+wait_pgbench_load
 [ "$LAYOUT" = rolo-p ] && echo "# RoLo-P: $(rotations) rotations since the agent started"
 if [ "$((reads1 - reads0))" -gt 0 ] && [ "$((writes1 - writes0))" -gt 0 ]; then
 	pass "while degraded the volume served reads and writes ($((reads1 - reads0)) reads, $((writes1 - writes0)) writes on member 2)"
@@ -230,15 +194,7 @@ if [ "$degraded" = true ] && ! echo "$replaced" | grep -qvE '^(rebuilding|in_syn
 else
 	fail "member(s) $LOST failed (volume degraded) and replaced under load" "degraded=$degraded after replace: $replaced ($(cat "$WORK/fail.log" "$WORK/replace.log"))"
 fi
-tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.log" | head -1)
-failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.log")
-if [ "$bench_rc" -eq 0 ] && [ "${failed_tx:-0}" = 0 ] && [ -n "$tps" ] &&
-	! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
-	pass "pgbench ran through the failure and the rebuild without an error ($tps tps)"
-else
-	fail "pgbench ran through the failure and the rebuild without an error" \
-		"rc $bench_rc, failed $failed_tx: $(tail -3 "$WORK/pgbench.log"; grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
-fi
+check_pgbench_ran "the failure and the rebuild"
 
 rebuilt=1
 for m in $LOST; do why=$(wait_in_sync "$m") || rebuilt=0; done
@@ -248,36 +204,6 @@ else
 	fail "the replacement is rebuilt to in_sync" "$why: $(grep -i rebuild "$WORK/agent.log" | tail -2)"
 fi
 
-# verify: the table checksum, pgbench's balances and pg_amcheck, with PostgreSQL's buffers
-# and the kernel's caches dropped so that every page is read from the members again.
-verify() { # verify LABEL
-	local label=$1 sum balances amcheck
-	[ -f "$PGDATA_DIR/postmaster.pid" ] && pg_ctl_do stop -m fast
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-	pg_ctl_do start
-	sum=$(pg_sql "SELECT count(*) || ':' || sum(hashtext(filler)::bigint + i) FROM kept" 2>&1)
-	if [ "$sum" = "$kept_sum" ]; then
-		pass "$label: the table written before the failure has the same rows and checksum"
-	else
-		fail "$label: the table written before the failure has the same rows and checksum" "want $kept_sum, got $sum"
-	fi
-	balances=$(pg_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT sum(bbalance) FROM pgbench_branches)
-		AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT sum(tbalance) FROM pgbench_tellers)
-		AND (SELECT sum(tbalance) FROM pgbench_tellers) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)
-		AND (SELECT count(*) FROM pgbench_accounts) = 800000" 2>&1)
-	if [ "$balances" = t ]; then
-		pass "$label: pgbench's balances agree (accounts = branches = tellers = history)"
-	else
-		fail "$label: pgbench's balances agree" "$balances"
-	fi
-	pg_sql "CREATE EXTENSION IF NOT EXISTS amcheck" >/dev/null 2>&1
-	if amcheck=$(as_pg "$PG_BIN/pg_amcheck" -h "$PGSOCK" -p "$PGPORT" -d postgres --heapallindexed 2>&1) && [ -z "$amcheck" ]; then
-		pass "$label: pg_amcheck finds no corruption in tables and indexes"
-	else
-		fail "$label: pg_amcheck finds no corruption" "$(echo "$amcheck" | head -3)"
-	fi
-}
 verify "after the rebuild"
 
 scrub=$(grs scrub r5 --check-only 2>&1)
@@ -302,11 +228,7 @@ if [ "$(members_health "$AGAIN")" = "$(times failed, $(echo $AGAIN | wc -w))" ];
 else
 	fail "member(s) $AGAIN can be failed after the rebuild" "$(members_health "$AGAIN")"
 fi
-if ! grep -qE 'ERROR|PANIC|could not (read|write)|invalid page' "$PGSOCK/pg.log"; then
-	pass "PostgreSQL logged no error at any point"
-else
-	fail "PostgreSQL logged no error at any point" "$(grep -E 'ERROR|PANIC|could not|invalid page' "$PGSOCK/pg.log" | head -3)"
-fi
+check_no_pg_error
 pg_ctl_do stop -m fast
 
 # kill -9 of the agent under writers, ROUNDS times, with every member in sync: after each
