@@ -260,6 +260,7 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 	window->split = false;
 	window->aborted = false;
 	window->incomplete = false;
+	window->ends_before_partial_record = false;
 	window->message[0] = '\0';
 	window->records = 0;
 	window->last_checkpoint_end = InvalidXLogRecPtr;
@@ -300,6 +301,20 @@ gr_window_decode(GrWindow *window, XLogRecPtr start, XLogRecPtr end,
 			/* The record after the window end is often not all there yet. */
 			if (last_end >= end)
 				break;
+
+			/*
+			 * The end fell inside a record still streaming in: the window
+			 * is the whole records before it, as after a split, and that
+			 * record starts the next batch.  Applying it now, undecoded,
+			 * would read blocks nobody prefetched and make every window
+			 * taken while WAL streams look unknown to the wake decision.
+			 */
+			if (errormsg == NULL && window->records > 0)
+			{
+				window->apply_to = last_end;
+				window->ends_before_partial_record = true;
+				break;
+			}
 			window->incomplete = true;
 			snprintf(window->message, sizeof(window->message),
 					 "WAL not decodable at %X/%X: %s",

@@ -28,6 +28,8 @@ typedef struct GrWindow
 	bool		split;			/* ended early: too many reads for memory */
 	bool		aborted;		/* decode stopped by the abort check */
 	bool		incomplete;		/* decode stopped short (message says why) */
+	bool		ends_before_partial_record; /* end fell inside a record not all
+										 * received: apply_to is before it */
 	char		message[128];
 	XLogRecPtr	last_checkpoint_end;	/* end of the window's last checkpoint
 										 * record; invalid when none */

@@ -1018,6 +1018,9 @@ gr_decode_window(void)
 					 sched.compacting ? gr_prefetch_max_reads() : PG_UINT64_MAX,
 					 gr_work_must_stop);
 	gr_set_step(NULL);
+	/* The record the batch end fell into is the next batch's. */
+	if (w->ends_before_partial_record)
+		sched.batch_end = w->apply_to;
 	f = gr_fold_figures(&w->fold);
 	/*
 	 * With carrying, a window ends at its last checkpoint record when a

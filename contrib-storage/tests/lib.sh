@@ -104,17 +104,20 @@ terminate() {
 # start_crash_writers ROUND DIRECT: what runs while the agent is killed: two buffered random
 # writers (fsync every 4 writes) on $MNT/busy1 and busy2, and DIRECT direct writers hammering
 # the same 1 MiB of $MNT/same; their pids in WRITERS, their output in $WORK/writers.log.
+# --thread: a fio job runs as a thread of the pid we hold, so killing that pid stops it (a
+# forked job is its own session and outlived the kill, blocked on the dead mount for the
+# rest of the run).
 start_crash_writers() {
 	local round=$1 direct=$2 job
 	WRITERS=()
 	for job in 1 2; do
-		fio --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
+		fio --thread --ioengine=psync --bs=16k --name="w$job" --filename="$MNT/busy$job" --size=24M \
 			--rw=randwrite --fsync=4 --time_based --runtime=30 --randseed=$((round * 10 + job)) \
 			>>"$WORK/writers.log" 2>&1 &
 		WRITERS+=($!)
 	done
 	for job in $(seq 1 "$direct"); do
-		fio --ioengine=psync --bs=4k --direct=1 --name="same$job" --filename="$MNT/same" --size=1M \
+		fio --thread --ioengine=psync --bs=4k --direct=1 --name="same$job" --filename="$MNT/same" --size=1M \
 			--rw=randwrite --time_based --runtime=30 --randseed=$((round * 10 + job)) \
 			>>"$WORK/writers.log" 2>&1 &
 		WRITERS+=($!)
