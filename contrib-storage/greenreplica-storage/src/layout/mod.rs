@@ -279,6 +279,10 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// here; the static layouts need nothing).
     fn complete(&self, _plan: &Plan) {}
 
+    /// A plan from `plan` will not complete (a write failed on the way and the survivors
+    /// do not hold every byte): release what planning reserved (QMD's flash slots).
+    fn abandon(&self, _plan: &Plan) {}
+
     /// The personality's own metadata records for what `plan` changed (its index, root or
     /// table), taken right after `complete`, once the data has landed. The engine appends
     /// them to the volume's metadata journal and makes them durable before the flush that

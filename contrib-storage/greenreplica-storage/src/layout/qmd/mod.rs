@@ -252,6 +252,8 @@ impl Qmd {
             let active_ok = views[a].writable && views[a].holds(home, len);
             let second_ok = views[s].writable && views[s].holds(home, len);
             if !(active_ok || second_ok) {
+                // The slots planned for earlier pieces are never written: release them.
+                Self::release(&mut st, &plan);
                 return Err(LayoutError::NoLiveCopy {
                     offset: offset + buf_offset,
                     end: offset + buf_offset + len,
@@ -298,6 +300,14 @@ impl Qmd {
             }
         }
         Ok(plan)
+    }
+
+    /// Forget the flash slots `plan` reserved (its writes will not complete).
+    fn release(st: &mut State, plan: &Plan) {
+        let flash = 2 * st.index.len();
+        for w in plan.writes.iter().filter(|w| w.member == flash) {
+            st.planned.remove(&w.member_offset);
+        }
     }
 
     /// Reads of a pair's newest bytes: buffered runs from flash (or the active disk), the
@@ -349,10 +359,12 @@ impl Qmd {
             REC_BUFFERED | REC_SOLE => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
                 let flash_off = rd.u64()?;
-                let flash_end = flash_off.saturating_add(len);
                 if pair >= self.pairs
+                    || len == 0
                     || home.checked_add(len).is_none_or(|e| e > self.member_bytes)
-                    || flash_end > self.member_bytes
+                    || flash_off
+                        .checked_add(len)
+                        .is_none_or(|e| e > self.member_bytes)
                 {
                     return Err(format!(
                         "qmd buffered record of pair {pair} home {home}+{len} at flash \
@@ -369,8 +381,13 @@ impl Qmd {
             }
             REC_CLEAN => {
                 let (pair, home, len) = (rd.u32()? as usize, rd.u64()?, rd.u64()?);
-                if pair >= self.pairs {
-                    return Err(format!("qmd clean record of pair {pair}"));
+                if pair >= self.pairs
+                    || len == 0
+                    || home.checked_add(len).is_none_or(|e| e > self.member_bytes)
+                {
+                    return Err(format!(
+                        "qmd clean record of pair {pair} home {home}+{len} is outside the volume"
+                    ));
                 }
                 Self::set_range(st, pair, home, len, None);
             }
@@ -572,6 +589,10 @@ impl Personality for Qmd {
             }
         }
         Self::after_change(&mut st);
+    }
+
+    fn abandon(&self, plan: &Plan) {
+        Self::release(&mut lock(&self.state), plan);
     }
 
     /// An extent with nothing live is reused only once the records that emptied it are

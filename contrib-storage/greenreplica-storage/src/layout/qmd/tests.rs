@@ -451,3 +451,79 @@ fn crash_runs(cold: bool) {
         }
     }
 }
+
+/// Review finding: replayed records are hostile input — a clean range past the member or
+/// overflowing, and zero-length entries, are clear errors (never a panic, never an entry
+/// that silently replaces another at the same disk address).
+#[test]
+fn forged_clean_and_zero_length_records_are_refused() {
+    let replay = |kind, payload: Vec<u8>| {
+        let l = qmd(3);
+        let mut records = vec![volume_info_record(&VolumeInfo {
+            extents: vec![0],
+            next: SU,
+        })];
+        records.push(LayoutRecord { kind, payload });
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.replay(None, &records)))
+    };
+    let outcome = |kind, payload: Vec<u8>| match replay(kind, payload) {
+        Ok(Ok(())) => "accepted",
+        Ok(Err(_)) => "refused",
+        Err(_) => "panicked",
+    };
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, u64::MAX - 1, 4).payload),
+        "refused"
+    );
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, MEMBER, 8).payload),
+        "refused"
+    );
+    assert_eq!(outcome(REC_CLEAN, clean_record(0, 0, 0).payload), "refused");
+    let empty = Entry {
+        len: 0,
+        flash_off: 0,
+        sole: false,
+    };
+    assert_eq!(
+        outcome(REC_BUFFERED, buffered_record(0, 0, &empty).payload),
+        "refused"
+    );
+    // A well-formed pair of records is still taken.
+    let ok = Entry {
+        len: 8,
+        flash_off: 0,
+        sole: false,
+    };
+    assert_eq!(
+        outcome(REC_BUFFERED, buffered_record(0, 0, &ok).payload),
+        "accepted"
+    );
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, 0, 8).payload),
+        "accepted"
+    );
+}
+
+/// Review finding: a write refused half-way (a later piece has no live copy) must not leave
+/// the flash slots it planned for earlier pieces behind: they would pin their extent
+/// (never reclaimed) for good.
+#[test]
+fn a_refused_write_leaves_no_planned_flash_slot_behind() {
+    let l = qmd(5);
+    let mut views = asleep(5);
+    // Pair 1 (members 2 and 3) lost: its piece cannot be written.
+    views[2] = MemberView::failed(0.0);
+    views[3] = MemberView::failed(0.0);
+    // Volume stripe unit 0 is pair 0's, unit 1 pair 1's.
+    assert!(l.plan(IoKind::Write, 0, 2 * SU, &views).is_err());
+    assert!(lock(&l.state).planned.is_empty(), "planned slots released");
+    // The engine appends the records (the volume info of the extent taken), then commits.
+    l.journal_records(&Plan::default());
+    l.committed();
+    assert_eq!(
+        l.fill(),
+        0.0,
+        "the extent taken for the refused write is free again"
+    );
+}
