@@ -470,6 +470,7 @@ impl Volume {
     /// since their last flush (a sleeping disk with nothing new gets no FLUSH CACHE).
     pub fn flush(&self) -> Result<(), VolumeError> {
         let epoch = self.intent.as_ref().map(|i| i.flush_started());
+        self.write_metadata_blocks()?;
         self.flush_drive_caches();
         let failures = self.flush_members();
         for (i, e) in &failures {

@@ -13,6 +13,8 @@
 //!   NVRAM) when a write completes, before the flush that acknowledges it returns; extents
 //!   are freed only after the records that emptied them are durable.
 
+mod address;
+mod blocks;
 mod extents;
 mod flush;
 mod index;
@@ -25,8 +27,8 @@ use super::mirror;
 use super::pair_striped::{decode_image, encode_image, PairStripe, Piece, Reader};
 use super::registry::check_chunk;
 use super::{
-    Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, Personality, Plan, Reconcile,
-    Reserved, Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
+    Buf, LayoutError, LayoutKind, LayoutRecord, MemberIo, MemberView, MetadataBlock, Personality,
+    Plan, Reconcile, Reserved, Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
 };
 use crate::clock::Seconds;
 use crate::service_model::IoKind;
@@ -45,6 +47,8 @@ const REC_VOLUME_INFO: u16 = 3;
 const REC_TEMPERATURE: u16 = 4;
 /// A buffered run whose only copy is in flash (both disks of its pair slept).
 const REC_SOLE: u16 = 5;
+/// An address root entry: a span's address block (on flash or inline), or none.
+const REC_ROOT: u16 = 6;
 
 /// Largest flash extent (the paper's 1 GB).
 const MAX_EXTENT: u64 = 1 << 30;
@@ -65,6 +69,8 @@ struct State {
     temperatures: Temperatures,
     /// Per pair: cold (may sleep whole), from `temperatures`.
     cold: Vec<bool>,
+    /// The address root, the spans changed since their block, recovered ranges.
+    address: blocks::AddressState,
 }
 
 #[derive(Debug)]
@@ -125,6 +131,7 @@ impl Qmd {
                 outbox: Vec::new(),
                 temperatures: Temperatures::default(),
                 cold: vec![false; pairs],
+                address: blocks::AddressState::new(pairs, member_bytes, su),
             }),
         })
     }
@@ -215,6 +222,8 @@ impl Qmd {
     }
 
     fn set_range(st: &mut State, pair: usize, home: u64, len: u64, entry: Option<Entry>) {
+        let from = st.index[pair].covering(home).unwrap_or(home);
+        st.address.touch(pair, from, home + len);
         let State { index, extents, .. } = st;
         let mut dropped = Vec::new();
         let mut kept = Vec::new();
@@ -267,9 +276,11 @@ impl Qmd {
             };
             // Both disks asleep: the flash alone holds the write until the write-back.
             let sole = self.pair_asleep(&st, pair, views);
+            // A range recovered from the active disk is written in place until copied.
             let buffer = active_ok
                 && views[s].writable
                 && views[flash].writable
+                && !st.address.in_resync(pair, home, home + len)
                 && (sole || !self.second_up(&st, pair, views) || !st.index[pair].is_empty());
             let slot = if buffer {
                 let extents = &mut st.extents;
@@ -329,8 +340,13 @@ impl Qmd {
             let candidates: Vec<(usize, u64)> = match buffered {
                 Some(flash_off) if st.index[pair].sole_at(at) => vec![(flash, flash_off)],
                 Some(flash_off) => vec![(flash, flash_off), (a, at)],
-                // A sleeping second disk is read only when the active one cannot serve.
-                None if !self.second_up(st, pair, views) => vec![(a, at), (s, at)],
+                // A sleeping second disk (or one stale there after a lost address block)
+                // is read only when the active one cannot serve.
+                None if !self.second_up(st, pair, views)
+                    || st.address.in_resync(pair, at, at + n) =>
+                {
+                    vec![(a, at), (s, at)]
+                }
                 None => {
                     let mut c = vec![(a, at), (s, at)];
                     c.sort_by(|x, y| views[x.0].ready_at.total_cmp(&views[y.0].ready_at));
@@ -404,6 +420,7 @@ impl Qmd {
                 let t = Temperatures::from_payload(&r.payload, self.capacity())?;
                 self.set_temperatures(st, t);
             }
+            REC_ROOT => self.apply_root(st, &r.payload)?,
             other => return Err(format!("unknown qmd record kind {other}")),
         }
         Ok(())
@@ -455,6 +472,8 @@ fn volume_info_record(info: &VolumeInfo) -> LayoutRecord {
     }
 }
 
+/// A per-entry record of the journal's earlier format (still replayed; tests forge them).
+#[cfg(test)]
 fn buffered_record(pair: usize, home: u64, e: &Entry) -> LayoutRecord {
     let mut payload = Vec::with_capacity(28);
     payload.extend((pair as u32).to_le_bytes());
@@ -474,6 +493,7 @@ fn temperature_record(t: &Temperatures) -> LayoutRecord {
     }
 }
 
+#[cfg(test)]
 fn clean_record(pair: usize, home: u64, len: u64) -> LayoutRecord {
     let mut payload = Vec::with_capacity(20);
     payload.extend((pair as u32).to_le_bytes());
@@ -565,8 +585,9 @@ impl Personality for Qmd {
                     flash_off: w.member_offset,
                     sole,
                 };
+                // Its entry reaches the journal's root through an address block at the
+                // flush that acknowledges it.
                 Self::set_range(&mut st, pair, home, len, Some(e));
-                st.outbox.push(buffered_record(pair, home, &e));
                 buffered.insert((pair, home));
             }
         }
@@ -579,13 +600,16 @@ impl Personality for Qmd {
                 continue;
             }
             let len = w.len.min(self.member_bytes.saturating_sub(w.member_offset));
+            if w.member % 2 == 1 {
+                st.address
+                    .second_written(pair, w.member_offset, w.member_offset + len);
+            }
             let dirty = st.index[pair]
                 .fragments(w.member_offset, len)
                 .iter()
                 .any(|f| f.2.is_some());
             if dirty {
                 Self::set_range(&mut st, pair, w.member_offset, len, None);
-                st.outbox.push(clean_record(pair, w.member_offset, len));
             }
         }
         Self::after_change(&mut st);
@@ -600,6 +624,12 @@ impl Personality for Qmd {
     fn committed(&self) {
         let mut st = lock(&self.state);
         if !st.outbox.is_empty() {
+            return;
+        }
+        Self::retire_committed(&mut st);
+        // Entries removed from the index may still be in the committed blocks until their
+        // spans' next blocks are: reclaim only when the index is all in committed blocks.
+        if !st.address.quiet() {
             return;
         }
         let State {
@@ -624,6 +654,7 @@ impl Personality for Qmd {
         st.extents.restore(VolumeInfo::default())?;
         st.planned.clear();
         st.outbox.clear();
+        st.address.reset();
         self.set_temperatures(&mut st, Temperatures::default());
         if let Some(bytes) = image {
             for r in decode_image(bytes, "qmd")? {
@@ -633,30 +664,52 @@ impl Personality for Qmd {
         for r in records {
             self.apply(&mut st, r)?;
         }
-        // Every live entry's extent is in use, and appends go past the last live byte.
-        let State { index, extents, .. } = &mut *st;
-        let mut info = extents.info.clone();
-        for i in index.iter() {
-            for (_, e) in i.iter() {
-                let ext = extents.extent_of(e.flash_off) as u32;
-                if !info.extents.contains(&ext) {
-                    return Err(format!(
-                        "qmd index points into flash extent {ext}, which the volume does not hold"
-                    ));
-                }
-            }
-        }
-        info.next = info.next.min(extents.extent_bytes());
-        extents.restore(info)?;
-        let ends: Vec<u64> = index
+        // Every live entry's extent is in use (the blocks' are checked once read).
+        self.finish_replay(&mut st)
+    }
+
+    /// The address blocks the replayed root points at: the index is rebuilt from them.
+    fn replay_blocks(
+        &self,
+        read: &mut dyn FnMut(usize, u64, u64) -> Option<Vec<u8>>,
+    ) -> Result<(), String> {
+        self.load_blocks(read)
+    }
+
+    /// The buffer's use and the address root, for the volume status.
+    fn layout_state(&self) -> Option<serde_json::Value> {
+        let st = lock(&self.state);
+        let buffered: u64 = st
+            .index
             .iter()
-            .flat_map(|i| i.iter().map(|(_, e)| e.flash_off + e.len))
-            .collect();
-        for end in ends {
-            extents.raise_next(end);
+            .flat_map(|i| i.iter().map(|(_, e)| e.len))
+            .sum();
+        let recovering: u64 = st
+            .address
+            .resync
+            .iter()
+            .flat_map(|r| r.iter().map(|(s, e)| e - s))
+            .sum();
+        Some(serde_json::json!({
+            "buffered_bytes": buffered,
+            "fill": st.extents.fill(),
+            "address_blocks": st.address.root.len(),
+            "recovering_bytes": recovering,
+        }))
+    }
+
+    fn metadata_blocks(&self, views: &[MemberView]) -> Vec<MetadataBlock> {
+        self.take_blocks(views)
+    }
+
+    fn metadata_blocks_written(&self, durable: bool) -> Vec<LayoutRecord> {
+        self.blocks_written(durable)
+    }
+
+    fn member_replaced(&self, member: usize) {
+        if member == self.flash() {
+            self.flash_replaced();
         }
-        Self::after_change(&mut st);
-        Ok(())
     }
 
     fn checkpoint_image(&self) -> Option<Vec<u8>> {
@@ -665,13 +718,8 @@ impl Personality for Qmd {
             volume_info_record(&st.extents.info),
             temperature_record(&st.temperatures),
         ];
-        for (pair, index) in st.index.iter().enumerate() {
-            records.extend(
-                index
-                    .iter()
-                    .map(|(home, e)| buffered_record(pair, home, &e)),
-            );
-        }
+        // The root, not the entries: they are in its blocks.
+        records.extend(Self::root_records(&st));
         Some(encode_image(records))
     }
 
@@ -933,7 +981,6 @@ impl Personality for Qmd {
             let mut st = lock(&self.state);
             for (at, k) in dual {
                 Self::set_range(&mut st, pair, at, k, None);
-                st.outbox.push(clean_record(pair, at, k));
             }
             Self::after_change(&mut st);
         }
@@ -944,19 +991,30 @@ impl Personality for Qmd {
         let ok = |m: usize| valid.get(m).copied().unwrap_or(false);
         let st = lock(&self.state);
         (0..self.pairs).all(|p| {
-            (ok(2 * p) || (ok(2 * p + 1) && (st.index[p].is_empty() || ok(self.flash()))))
+            let second_current = st.address.resync[p].is_empty();
+            (ok(2 * p)
+                || (ok(2 * p + 1)
+                    && second_current
+                    && (st.index[p].is_empty() || ok(self.flash()))))
                 && (ok(self.flash()) || !st.index[p].has_sole())
         })
     }
 
     fn next_wakeup(&self, now: Seconds) -> Option<Seconds> {
         let mut st = lock(&self.state);
+        if st.address.resync.iter().any(|r| !r.is_empty()) {
+            return Some(now);
+        }
         let any = st.index.iter().any(|i| !i.is_empty());
         (any && st.flush.budget_left(now)).then_some(now)
     }
 
     fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
         let mut st = lock(&self.state);
+        // Ranges recovered from the active disk first: the second disk is stale there.
+        if let Some(work) = self.resync_work(&st, views) {
+            return Some(work);
+        }
         let flash = self.flash();
         let eligible: Vec<usize> = (0..self.pairs)
             .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
