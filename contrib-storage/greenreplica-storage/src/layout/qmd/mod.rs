@@ -9,9 +9,11 @@
 //! * Reads: buffered runs hit in flash; the rest goes to the readiest disk holding them.
 //! * Flush (`flush.rs`, the paper's Figure 4): background write-back, elevator order, K
 //!   per foreground request, when the second disk is up or the buffer is over its fill threshold.
-//! * Crash safety: the index and the volume info are journaled (the journal is the paper's
-//!   NVRAM) when a write completes, before the flush that acknowledges it returns; extents
-//!   are freed only after the records that emptied them are durable.
+//! * Crash safety: the index is in address blocks on flash, the address root and the
+//!   volume info in the metadata journal (the paper's NVRAM); a flush writes the changed
+//!   blocks, makes them durable, then journals the root before it acknowledges
+//!   (`address.rs`, `blocks.rs`); extents are freed only after the records that emptied
+//!   them are durable.
 
 mod address;
 mod blocks;
