@@ -429,6 +429,20 @@ pub(crate) fn assemble_layout(
             .replay(state.layout_image.as_deref(), &records)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("volume {name}: replaying the layout's journal records"))?;
+        // Blocks the records point at (QMD's address blocks), from members in sync only.
+        let mut read = |member: usize, offset: u64, len: u64| -> Option<Vec<u8>> {
+            let in_sync = matches!(healths.get(member), Some(Health::InSync));
+            let store = stores.get(member).filter(|_| in_sync)?;
+            let mut buf = vec![0u8; usize::try_from(len).ok()?];
+            store
+                .read_at(&mut buf, DATA_OFFSET.checked_add(offset)?)
+                .ok()?;
+            Some(buf)
+        };
+        layout
+            .replay_blocks(&mut read)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("volume {name}: reading the layout's metadata blocks"))?;
     } else {
         meta.reset(EngineState {
             volume_id: identity.volume_id.clone(),

@@ -136,6 +136,15 @@ impl Plan {
     }
 }
 
+/// Bytes a personality keeps on a member for its own metadata (QMD's address blocks),
+/// written by a volume flush before its journal commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataBlock {
+    pub member: usize,
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
 /// What a layout needs to know about a member to plan around it.
 #[derive(Debug, Clone, Copy)]
 pub struct MemberView {
@@ -280,6 +289,10 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// here; the static layouts need nothing).
     fn complete(&self, _plan: &Plan) {}
 
+    /// A plan from `plan` will not complete (a write failed on the way and the survivors
+    /// do not hold every byte): release what planning reserved (QMD's flash slots).
+    fn abandon(&self, _plan: &Plan) {}
+
     /// The personality's own metadata records for what `plan` changed (its index, root or
     /// table), taken right after `complete`, once the data has landed. The engine appends
     /// them to the volume's metadata journal and makes them durable before the flush that
@@ -293,6 +306,28 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// it gave one), then every record journaled after it, in order.
     fn replay(&self, _image: Option<&[u8]>, _records: &[LayoutRecord]) -> Result<(), String> {
         Ok(())
+    }
+
+    /// After `replay`: the personality's metadata blocks on its members (`read(member,
+    /// offset, len)`, None when that member cannot be read), e.g. QMD's address blocks.
+    fn replay_blocks(
+        &self,
+        _read: &mut dyn FnMut(usize, u64, u64) -> Option<Vec<u8>>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A flush starts: the metadata blocks to write to the members first. The engine
+    /// writes them, makes them durable, then calls `metadata_blocks_written` (always, after
+    /// each call here) and appends the records it returns before committing.
+    fn metadata_blocks(&self, _views: &[MemberView]) -> Vec<MetadataBlock> {
+        Vec::new()
+    }
+
+    /// The blocks of the last `metadata_blocks` are durable (true) or not all written;
+    /// returns the records that point at them (QMD's address root).
+    fn metadata_blocks_written(&self, _durable: bool) -> Vec<LayoutRecord> {
+        Vec::new()
     }
 
     /// Every record handed out by `journal_records` so far is durable (a flush committed

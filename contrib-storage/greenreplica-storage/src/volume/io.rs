@@ -209,8 +209,11 @@ impl Volume {
 
     fn write_locked(&self, offset: u64, data: &[u8], started: f64) -> Result<(), VolumeError> {
         let plan = self.time(IoKind::Write, offset, data.len() as u64)?;
-        let failed_members = self.run(&plan, Caller::Write(data), true, started)?;
+        let failed_members = self
+            .run(&plan, Caller::Write(data), true, started)
+            .inspect_err(|_| self.layout.abandon(&plan))?;
         if failed_members && !self.layout.survives(&self.in_sync()) {
+            self.layout.abandon(&plan);
             return Err(self.plan_error(format!(
                 "write of {} bytes at {offset} reached no valid copy",
                 data.len()
@@ -467,6 +470,7 @@ impl Volume {
     /// since their last flush (a sleeping disk with nothing new gets no FLUSH CACHE).
     pub fn flush(&self) -> Result<(), VolumeError> {
         let epoch = self.intent.as_ref().map(|i| i.flush_started());
+        self.write_metadata_blocks()?;
         self.flush_drive_caches();
         let failures = self.flush_members();
         for (i, e) in &failures {

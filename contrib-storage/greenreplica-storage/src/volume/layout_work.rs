@@ -43,7 +43,11 @@ impl Volume {
     /// A tick's share of the personality's background work.
     pub(super) fn layout_background_tick(&self) {
         if self.meta.is_none() {
-            // Nothing to make durable: what the personality freed may be reused now.
+            // Nothing to make durable: the personality's metadata blocks are written (their
+            // I/O is real work on the members) and what it freed may be reused now.
+            if let Err(e) = self.write_metadata_blocks() {
+                tracing::warn!(volume = %self.name, error = %e, "layout metadata blocks failed");
+            }
             self.layout.committed();
         }
         if let Some(pinned) = self.layout.pinned() {

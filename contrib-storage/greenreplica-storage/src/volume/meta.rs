@@ -10,7 +10,11 @@
 
 use super::{Health, Volume, VolumeError};
 use crate::journal::meta::{JournaledHealth, MetaJournal};
+use std::sync::atomic::Ordering;
+
 use crate::layout::Plan;
+use crate::service_model::IoKind;
+use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
 
 pub(super) fn journaled(health: &Health) -> JournaledHealth {
@@ -77,6 +81,55 @@ impl Volume {
         if records.is_empty() {
             return Ok(());
         }
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        for r in records {
+            meta.record_layout(r.kind, &r.payload)
+                .map_err(|e| self.journal_error("append a layout record", e))?;
+        }
+        Ok(())
+    }
+
+    /// A flush's first step: the personality's metadata blocks (QMD's address blocks) are
+    /// written and made durable, then the records pointing at them are appended, so the
+    /// commit that follows never makes durable a pointer to a block that is not.
+    pub(super) fn write_metadata_blocks(&self) -> Result<(), VolumeError> {
+        let _order = lock(&self.journal_order);
+        let blocks = self.layout.metadata_blocks(&self.health_views());
+        let stores = self.slots.iter().any(|s| s.live_store().is_some());
+        let mut durable = true;
+        let mut written = Vec::new();
+        for b in &blocks {
+            self.account(b.member, IoKind::Write, b.offset, b.bytes.len() as u64);
+            if !stores {
+                continue;
+            }
+            match self.slots.get(b.member).and_then(|s| s.live_store()) {
+                Some(store) => match store.write_at(&b.bytes, DATA_OFFSET + b.offset) {
+                    Ok(()) => written.push(b.member),
+                    Err(e) => {
+                        durable = false;
+                        tracing::warn!(volume = %self.name, member = b.member, error = %e,
+                            "cannot write a layout metadata block; its entries go to the journal");
+                    }
+                },
+                None => durable = false,
+            }
+        }
+        written.sort_unstable();
+        written.dedup();
+        for m in written {
+            if let Some(store) = self.slots[m].live_store() {
+                if let Err(e) = store.flush() {
+                    durable = false;
+                    self.slots[m].unflushed.store(true, Ordering::SeqCst);
+                    tracing::warn!(volume = %self.name, member = m, error = %e,
+                        "cannot flush a layout metadata block; its entries go to the journal");
+                }
+            }
+        }
+        let records = self.layout.metadata_blocks_written(durable);
         let Some(meta) = &self.meta else {
             return Ok(());
         };

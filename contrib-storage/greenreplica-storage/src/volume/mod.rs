@@ -287,10 +287,20 @@ impl Volume {
     }
 
     fn views(&self, now: Seconds) -> Vec<MemberView> {
+        self.views_with(|slot| lock(&slot.drive).ready_estimate(now))
+    }
+
+    /// Views from the members' health alone (ready now): asking the drive models for their
+    /// readiness is not free of effects on them, and a flush of metadata blocks needs none.
+    fn health_views(&self) -> Vec<MemberView> {
+        self.views_with(|_| 0.0)
+    }
+
+    fn views_with(&self, ready: impl Fn(&MemberSlot) -> Seconds) -> Vec<MemberView> {
         self.slots
             .iter()
             .map(|slot| {
-                let ready_at = lock(&slot.drive).ready_estimate(now);
+                let ready_at = ready(slot);
                 match slot.health() {
                     Health::InSync => MemberView::healthy(ready_at),
                     Health::Failed { .. } => MemberView {

@@ -4,7 +4,8 @@
 //! only when nothing in it is live any more and the records that emptied it are durable.
 
 /// The volume-info record: its extents (oldest first) and the next free offset in the last.
-/// (The paper's 1 MB staging buffer is not kept: every write goes to flash directly.)
+/// (The paper's 1 MB staging buffer is not kept: every write goes to flash directly; the
+/// address blocks are appended here too.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VolumeInfo {
     pub extents: Vec<u32>,

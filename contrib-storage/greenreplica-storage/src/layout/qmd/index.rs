@@ -3,8 +3,7 @@
 //! the elevator that picks the next write-back from the head position.
 //!
 //! The paper keeps the index in two levels: an address root in NVRAM pointing to address
-//! blocks on flash. Here the metadata journal plays the NVRAM and holds every entry as a
-//! record (replayed at start); writing address blocks to flash is not done yet.
+//! blocks on flash (`address.rs`); this is the index both levels describe, in memory.
 
 use std::collections::BTreeMap;
 
@@ -83,6 +82,23 @@ impl MirrorIndex {
             kept(e.flash_off, e.len);
             self.entries.insert(home, e);
         }
+    }
+
+    /// The start of the entry holding home byte `at`, if one does.
+    pub fn covering(&self, at: u64) -> Option<u64> {
+        self.entries
+            .range(..=at)
+            .next_back()
+            .filter(|(s, e)| *s + e.len > at)
+            .map(|(s, _)| *s)
+    }
+
+    /// The entries starting at home bytes `start..end` (an address block's).
+    pub fn starting_in(&self, start: u64, end: u64) -> Vec<(u64, Entry)> {
+        self.entries
+            .range(start..end)
+            .map(|(h, e)| (*h, *e))
+            .collect()
     }
 
     /// Whether the entry holding home byte `at` is a flash-only copy.

@@ -59,6 +59,37 @@ impl Disks {
     }
 }
 
+/// A volume flush on `disks`: the address blocks land on the flash member, then the root
+/// records they yield are the journal's (returned, to be appended and committed).
+fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<LayoutRecord> {
+    for b in l.metadata_blocks(views) {
+        disks.0[b.member][b.offset as usize..][..b.bytes.len()].copy_from_slice(&b.bytes);
+    }
+    l.metadata_blocks_written(true)
+}
+
+/// The agent starts again: the journal replayed, the address blocks read from `disks`.
+fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
+    let l = qmd(members);
+    l.replay(None, journal).unwrap();
+    l.replay_blocks(&mut |m, off, len| {
+        let end = off.checked_add(len).filter(|&e| e <= MEMBER)?;
+        Some(disks.0[m][off as usize..end as usize].to_vec())
+    })
+    .unwrap();
+    l
+}
+
+/// Every index entry: (pair, disk address, entry).
+fn entries(l: &Qmd) -> Vec<(usize, u64, Entry)> {
+    let st = lock(&l.state);
+    st.index
+        .iter()
+        .enumerate()
+        .flat_map(|(p, i)| i.iter().map(move |(h, e)| (p, h, e)))
+        .collect()
+}
+
 #[test]
 fn shapes_are_checked() {
     assert!(Qmd::check(4, SU).is_err());
@@ -109,16 +140,55 @@ fn a_sleeping_second_disk_gets_its_writes_through_the_buffer_and_reads_hit_in_fl
     let w = l.plan(IoKind::Write, SU, 2048, &views).unwrap();
     assert_eq!(targets(&w.writes), vec![(2, 0), (4, 0)]);
     l.complete(&w);
+    // The new extent is journaled; the index entry waits for the flush's address block.
     let records = l.journal_records(&w);
     assert_eq!(
         records.iter().map(|r| r.kind).collect::<Vec<_>>(),
-        vec![REC_VOLUME_INFO, REC_BUFFERED]
+        vec![REC_VOLUME_INFO]
     );
     // The next write is appended to the same extent.
     let w = l.plan(IoKind::Write, 0, 1024, &views).unwrap();
     assert_eq!(targets(&w.writes), vec![(0, 0), (4, 2048)]);
     l.complete(&w);
     assert_eq!(l.buffered_bytes(), 3072);
+    // The flush: one address block per changed span (pair 1's first, pair 0's first),
+    // appended after the data, then one root record each.
+    let blocks = l.metadata_blocks(&views);
+    assert_eq!(
+        blocks
+            .iter()
+            .map(|b| (b.member, b.offset))
+            .collect::<Vec<_>>(),
+        vec![(4, 3072), (4, 3072 + 512)]
+    );
+    assert!(
+        l.journal_records(&w).is_empty(),
+        "no root before the blocks are durable"
+    );
+    assert_eq!(
+        l.metadata_blocks_written(true)
+            .iter()
+            .map(|r| r.kind)
+            .collect::<Vec<_>>(),
+        vec![REC_ROOT, REC_ROOT]
+    );
+    // Nothing changed since: the next flush writes nothing.
+    assert!(l.metadata_blocks(&views).is_empty());
+    assert!(l.metadata_blocks_written(true).is_empty());
+    assert!(l.journal_records(&w).is_empty());
+    // The journal grows per changed span and flush, not per write: 50 writes into one
+    // span, one block and one root record.
+    for i in 0..50 {
+        let w = l.plan(IoKind::Write, 2 * SU + i * 64, 64, &views).unwrap();
+        l.complete(&w);
+    }
+    assert_eq!(l.metadata_blocks(&views).len(), 1);
+    let records = l.metadata_blocks_written(true);
+    assert_eq!(records.iter().filter(|r| r.kind == REC_ROOT).count(), 1);
+    assert!(
+        records.len() <= 2,
+        "a root record, and maybe a new extent's info"
+    );
     // A read across buffered and unbuffered bytes: flash for the hit, the active disk else.
     let r = l.plan(IoKind::Read, SU + 1024, 2048, &views).unwrap();
     assert_eq!(targets(&r.reads), vec![(4, 1024), (2, 2048)]);
@@ -200,6 +270,17 @@ fn a_full_buffer_forces_the_flush_and_extents_come_back_once_durable() {
         home += SU;
     }
     assert_eq!(home, (extents * 8).div_ceil(10) * ext - ext + SU);
+    // Acknowledged: the engine appended each write's records (the volume info of the
+    // extents taken), and the flush put the index in address blocks on flash.
+    assert!(l
+        .journal_records(&Plan::default())
+        .iter()
+        .all(|r| r.kind == REC_VOLUME_INFO));
+    let mut disks = Disks::new(3);
+    flush(&l, &mut disks, &views);
+    l.committed();
+    let blocks = lock(&l.state).address.root.len() as u64;
+    assert_eq!(blocks, home / SU, "one block per span written");
     // Forced: the flush runs although the second disk sleeps (its I/O wakes it).
     let mut steps = 0;
     for tick in 0..1000 {
@@ -216,10 +297,18 @@ fn a_full_buffer_forces_the_flush_and_extents_come_back_once_durable() {
     assert_eq!(steps, home / SU);
     assert!(l.fill() >= 0.8, "not freed before the records are durable");
     l.committed();
-    assert!(l.fill() >= 0.8, "records still waiting for the journal");
-    let records = l.journal_records(&Plan::default());
-    let cleaned = records.iter().filter(|r| r.kind == REC_CLEAN).count() as u64;
-    assert_eq!(cleaned, steps, "one clean record per write-back");
+    assert!(
+        l.fill() >= 0.8,
+        "index changes not yet in committed address blocks"
+    );
+    let records = flush(&l, &mut disks, &views);
+    assert!(records.iter().all(|r| r.kind == REC_ROOT));
+    assert_eq!(
+        records.len() as u64,
+        blocks,
+        "one root record per emptied span (a span is a stripe unit here)"
+    );
+    assert!(l.fill() >= 0.8, "the root records are not committed yet");
     l.committed();
     assert_eq!(l.fill(), 0.0, "empty extents freed");
     assert_eq!(
@@ -236,6 +325,7 @@ fn the_index_comes_back_from_its_records_and_from_a_checkpoint_image() {
     let l = qmd(5);
     let mut rng = Rng(77);
     let mut records = Vec::new();
+    let mut disks = Disks::new(5);
     for i in 0..400u64 {
         let views = if i % 50 < 40 {
             asleep(5)
@@ -253,16 +343,46 @@ fn the_index_comes_back_from_its_records_and_from_a_checkpoint_image() {
             l.complete(&p);
             records.extend(l.journal_records(&p));
         }
+        if i % 7 == 0 {
+            records.extend(flush(&l, &mut disks, &views));
+        }
         l.committed();
         records.extend(l.journal_records(&Plan::default()));
     }
+    records.extend(flush(&l, &mut disks, &asleep(5)));
+    assert!(
+        lock(&l.state).address.root.len() > 10,
+        "address blocks in use"
+    );
     let image = l.checkpoint_image().unwrap();
-    let again = qmd(5);
-    again.replay(None, &records).unwrap();
+    let again = restart(5, &records, &disks);
     assert_eq!(again.checkpoint_image().unwrap(), image);
+    assert_eq!(entries(&again), entries(&l), "the index from the blocks");
     let twice = qmd(5);
     twice.replay(Some(&image), &records).unwrap();
+    twice
+        .replay_blocks(&mut |m, off, len| Some(disks.0[m][off as usize..][..len as usize].to_vec()))
+        .unwrap();
     assert_eq!(twice.checkpoint_image().unwrap(), image);
+    assert_eq!(entries(&twice), entries(&l));
+    // A root record naming a span or a block outside the volume is refused.
+    let forged = |key: (usize, u64), off: u64| {
+        blocks::root_record(
+            key,
+            Some(&address::RootEntry {
+                generation: 1,
+                crc: 0,
+                place: address::Place::Flash { off, len: 512 },
+            }),
+        )
+    };
+    assert!(qmd(5).replay(None, &[forged((2, 0), 0)]).is_err());
+    assert!(qmd(5).replay(None, &[forged((0, 1 << 40), 0)]).is_err());
+    assert!(qmd(5).replay(None, &[forged((0, 0), MEMBER)]).is_err());
+    assert!(
+        qmd(5).replay(None, &[forged((0, 0), 0)]).is_err(),
+        "extent not held"
+    );
     let bad = |kind, payload: Vec<u8>| qmd(5).replay(None, &[LayoutRecord { kind, payload }]);
     assert!(bad(REC_BUFFERED, vec![1, 2]).is_err());
     assert!(bad(
@@ -332,7 +452,7 @@ fn crash_runs(cold: bool) {
             journal.extend(l.journal_records(&Plan::default()));
             l.committed();
         }
-        let mut crashes = 0;
+        let (mut crashes, mut torn_roots) = (0, 0);
         let mut buffered_seen = 0u64;
         let mut sole_seen = false;
         for step in 0..1500 {
@@ -349,12 +469,28 @@ fn crash_runs(cold: bool) {
                     let w = l.plan(IoKind::Write, offset, len, &views).unwrap();
                     disks.run(&w, &mut data);
                     l.complete(&w);
-                    let recs = l.journal_records(&w);
-                    if rng.next().is_multiple_of(40) {
-                        // Killed after the data landed, before its records were durable: the
-                        // write was never acknowledged; either content may be read there.
-                        l = qmd(members);
-                        l.replay(None, &journal).unwrap();
+                    let mut recs = l.journal_records(&w);
+                    let crash = rng.next() % 40;
+                    if crash < 2 {
+                        // Killed after the data landed and before the flush that would have
+                        // acknowledged it, or (crash 1) after that flush wrote its address
+                        // blocks (some torn) and before the root pointing at them was
+                        // journaled: the write was never acknowledged; either content may
+                        // be read there.
+                        if crash == 1 {
+                            for b in l.metadata_blocks(&views) {
+                                let keep = if rng.next().is_multiple_of(2) {
+                                    100
+                                } else {
+                                    b.bytes.len()
+                                };
+                                disks.0[b.member][b.offset as usize..][..keep]
+                                    .copy_from_slice(&b.bytes[..keep]);
+                            }
+                            torn_roots += 1;
+                        }
+                        journal.extend(recs);
+                        l = restart(members, &journal, &disks);
                         crashes += 1;
                         // The engine resyncs the pairs the write-intent bitmap marks.
                         for (_, pair, home, n) in l.map(offset, len) {
@@ -372,7 +508,8 @@ fn crash_runs(cold: bool) {
                                 disks.0[m][r.clone()].copy_from_slice(&bytes);
                             }
                         }
-                        journal.extend(l.journal_records(&Plan::default()));
+                        journal.extend(flush(&l, &mut disks, &views));
+                        l.committed();
                         let mut now = vec![0u8; len as usize];
                         let r = l.plan(IoKind::Read, offset, len, &views).unwrap();
                         disks.run(&r, &mut now);
@@ -385,7 +522,11 @@ fn crash_runs(cold: bool) {
                         model[offset as usize..(offset + len) as usize].copy_from_slice(&now);
                         continue;
                     }
+                    // The flush that acknowledges the write.
+                    recs.extend(flush(&l, &mut disks, &views));
                     journal.extend(recs);
+                    l.committed();
+                    journal.extend(l.journal_records(&Plan::default()));
                     model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
                 }
                 50..=79 => {
@@ -408,20 +549,30 @@ fn crash_runs(cold: bool) {
                         l.complete(&p);
                         journal.extend(l.journal_records(&p));
                     }
+                    if rng.next().is_multiple_of(2) {
+                        journal.extend(flush(&l, &mut disks, &views));
+                    }
                     l.committed();
                     journal.extend(l.journal_records(&Plan::default()));
                 }
                 _ => {
                     // Killed between requests.
-                    l = qmd(members);
-                    l.replay(None, &journal).unwrap();
+                    l = restart(members, &journal, &disks);
                     crashes += 1;
                 }
             }
             buffered_seen = buffered_seen.max(l.buffered_bytes());
             sole_seen |= lock(&l.state).index.iter().any(|i| i.has_sole());
+            assert!(
+                lock(&l.state).address.resync.iter().all(|r| r.is_empty()),
+                "seed {seed} step {step}: no committed address block was ever lost"
+            );
         }
         assert!(crashes > 10, "seed {seed}: {crashes} crashes");
+        assert!(
+            torn_roots > 2,
+            "seed {seed}: {torn_roots} kills between blocks and root"
+        );
         assert_eq!(sole_seen, cold, "seed {seed}: flash-only entries iff cold");
         assert!(buffered_seen > 0, "seed {seed}: the buffer was used");
         for offset in (0..cap).step_by(8192) {
@@ -451,4 +602,174 @@ fn crash_runs(cold: bool) {
             );
         }
     }
+}
+
+/// Review finding: replayed records are hostile input — a clean range past the member or
+/// overflowing, and zero-length entries, are clear errors (never a panic, never an entry
+/// that silently replaces another at the same disk address).
+#[test]
+fn forged_clean_and_zero_length_records_are_refused() {
+    let replay = |kind, payload: Vec<u8>| {
+        let l = qmd(3);
+        let mut records = vec![volume_info_record(&VolumeInfo {
+            extents: vec![0],
+            next: SU,
+        })];
+        records.push(LayoutRecord { kind, payload });
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.replay(None, &records)))
+    };
+    let outcome = |kind, payload: Vec<u8>| match replay(kind, payload) {
+        Ok(Ok(())) => "accepted",
+        Ok(Err(_)) => "refused",
+        Err(_) => "panicked",
+    };
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, u64::MAX - 1, 4).payload),
+        "refused"
+    );
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, MEMBER, 8).payload),
+        "refused"
+    );
+    assert_eq!(outcome(REC_CLEAN, clean_record(0, 0, 0).payload), "refused");
+    let empty = Entry {
+        len: 0,
+        flash_off: 0,
+        sole: false,
+    };
+    assert_eq!(
+        outcome(REC_BUFFERED, buffered_record(0, 0, &empty).payload),
+        "refused"
+    );
+    // A well-formed pair of records is still taken.
+    let ok = Entry {
+        len: 8,
+        flash_off: 0,
+        sole: false,
+    };
+    assert_eq!(
+        outcome(REC_BUFFERED, buffered_record(0, 0, &ok).payload),
+        "accepted"
+    );
+    assert_eq!(
+        outcome(REC_CLEAN, clean_record(0, 0, 8).payload),
+        "accepted"
+    );
+}
+
+/// Review finding: a write refused half-way (a later piece has no live copy) must not leave
+/// the flash slots it planned for earlier pieces behind: they would pin their extent
+/// (never reclaimed) for good.
+#[test]
+fn a_refused_write_leaves_no_planned_flash_slot_behind() {
+    let l = qmd(5);
+    let mut views = asleep(5);
+    // Pair 1 (members 2 and 3) lost: its piece cannot be written.
+    views[2] = MemberView::failed(0.0);
+    views[3] = MemberView::failed(0.0);
+    // Volume stripe unit 0 is pair 0's, unit 1 pair 1's.
+    assert!(l.plan(IoKind::Write, 0, 2 * SU, &views).is_err());
+    assert!(lock(&l.state).planned.is_empty(), "planned slots released");
+    // The engine appends the records (the volume info of the extent taken), then commits.
+    l.journal_records(&Plan::default());
+    l.committed();
+    assert_eq!(
+        l.fill(),
+        0.0,
+        "the extent taken for the refused write is free again"
+    );
+}
+
+/// A committed address block that is torn (bad checksum) or stale (an older generation of
+/// its span at the place the root names) — the flash lost a write it said was durable —
+/// is detected at start; the span's entries are recovered from the active disk (it holds
+/// every non-flash-only buffered run): reads go there, writes go in place to both disks,
+/// the background work copies it to the second disk, and the span gets a fresh block.
+#[test]
+fn a_lost_address_block_is_recovered_from_the_active_disk() {
+    let views = asleep(3);
+    let l = qmd(3);
+    let mut disks = Disks::new(3);
+    let mut journal = Vec::new();
+    let mut model = vec![0u8; l.capacity() as usize];
+    let mut rng = Rng(5);
+    let mut write = |l: &Qmd, disks: &mut Disks, offset: u64, len: u64| {
+        let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let w = l.plan(IoKind::Write, offset, len, &views).unwrap();
+        disks.run(&w, &mut data);
+        l.complete(&w);
+        model[offset as usize..][..len as usize].copy_from_slice(&data);
+        l.journal_records(&w)
+    };
+    // Span 1 twice (its first block is the stale one later), spans 2 and 5 once.
+    journal.extend(write(&l, &mut disks, SU, 1024));
+    journal.extend(flush(&l, &mut disks, &views));
+    let first = lock(&l.state).address.root[&(0, 1)].clone();
+    for (offset, len) in [(SU + 2048, 512), (2 * SU, 4096), (5 * SU + 512, 100)] {
+        journal.extend(write(&l, &mut disks, offset, len));
+    }
+    journal.extend(flush(&l, &mut disks, &views));
+    l.committed();
+    let root = lock(&l.state).address.root.clone();
+    let at = |key| match &root[&key].place {
+        address::Place::Flash { off, len } => (*off as usize, *len as usize),
+        address::Place::Inline(_) => panic!("on flash"),
+    };
+    // Span 1's place gets its older block (stale); span 2's block is torn.
+    let (old_off, old_len) = match first.place {
+        address::Place::Flash { off, len } => (off as usize, len as usize),
+        address::Place::Inline(_) => panic!("on flash"),
+    };
+    let stale = disks.0[2][old_off..old_off + old_len].to_vec();
+    let (off1, _) = at((0, 1));
+    disks.0[2][off1..off1 + stale.len()].copy_from_slice(&stale);
+    let (off2, _) = at((0, 2));
+    disks.0[2][off2 + 40] ^= 0xff;
+
+    let l = restart(3, &journal, &disks);
+    let resync = lock(&l.state).address.resync[0].clone();
+    assert_eq!(resync, vec![(SU, 2 * SU), (2 * SU, 3 * SU)]);
+    assert_eq!(
+        entries(&l).iter().map(|e| e.1).collect::<Vec<_>>(),
+        vec![5 * SU + 512],
+        "span 5's block is intact"
+    );
+    assert!(
+        !l.survives(&[false, true, true]),
+        "the second disk is stale"
+    );
+    let mut buf = vec![0u8; model.len()];
+    let r = l.plan(IoKind::Read, 0, l.capacity(), &views).unwrap();
+    disks.run(&r, &mut buf);
+    assert!(buf == model, "every acknowledged byte reads back");
+    // A write there goes in place to both disks, not into the buffer.
+    let mut data = vec![7u8; 512];
+    let w = l.plan(IoKind::Write, 2 * SU, 512, &views).unwrap();
+    assert_eq!(targets(&w.writes), vec![(0, 2 * SU), (1, 2 * SU)]);
+    disks.run(&w, &mut data);
+    l.complete(&w);
+    model[2 * SU as usize..][..512].copy_from_slice(&data);
+    // The background work copies the recovered spans to the second disk first.
+    assert_eq!(l.next_wakeup(0.0), Some(0.0));
+    let mut copies = 0;
+    while let Some((o, n)) = l.background_work(&views) {
+        let p = l.background_plan(o, n, &views).unwrap();
+        let mut b = vec![0u8; n as usize];
+        disks.run(&p, &mut b);
+        l.complete(&p);
+        copies += 1;
+        if lock(&l.state).address.resync[0].is_empty() {
+            break;
+        }
+    }
+    assert_eq!(copies, 2);
+    assert!(disks.0[0][SU as usize..3 * SU as usize] == disks.0[1][SU as usize..3 * SU as usize]);
+    // The spans get fresh blocks; the next start finds nothing lost.
+    journal.extend(flush(&l, &mut disks, &views));
+    l.committed();
+    let l = restart(3, &journal, &disks);
+    assert!(lock(&l.state).address.resync[0].is_empty());
+    let r = l.plan(IoKind::Read, 0, l.capacity(), &views).unwrap();
+    disks.run(&r, &mut buf);
+    assert!(buf == model);
 }
