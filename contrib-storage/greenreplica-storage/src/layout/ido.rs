@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::ido_surrogate::{
-    Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
+    Handover, Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
 };
 use super::mirror::{self, Copies};
 use super::zone_table::{self, Changes, ZoneTable, MIGRATED, RECONSTRUCTED};
@@ -331,12 +331,14 @@ impl Ido {
             st.since_failure.clear();
             st.queue.clear();
             st.popular.clear();
+            st.handover.clear();
         }
         if !degraded {
             // Migration is for the reconstruction window only.
             st.queue.clear();
             st.popular.clear();
             st.since_failure.clear();
+            st.handover.clear();
         }
         st.degraded = degraded;
     }
@@ -437,6 +439,132 @@ impl Ido {
         if st.since_failure.insert((offset, len), 1).is_none() && !redirected {
             st.popular.push_back((offset, len));
         }
+    }
+}
+
+impl Ido {
+    /// Where a rebuild step of member bytes `offset..offset+len` hands its zone's stripes
+    /// on the surrogate (the zone copy's offset), if it does: the step starts a hot zone
+    /// not yet migrated (its surrogate space is reserved now) or goes on with one whose
+    /// hand-over reached `offset`.
+    fn handover_target(
+        &self,
+        st: &mut SurState,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Option<u64> {
+        let z = (offset / self.zm()) as usize;
+        let (zone_start, zone_end) = self.zone_span(z);
+        if offset.checked_add(len).is_none_or(|end| end > zone_end) || st.migrated.contains_key(&z)
+        {
+            return None;
+        }
+        if let Some(h) = st.handover.get(&z).copied() {
+            if offset <= h.copied_to {
+                return Some(h.s);
+            }
+            // A gap (the rebuild jumped): give up; a whole-zone migration follows.
+            st.handover.remove(&z);
+            return None;
+        }
+        let zone_bytes = lock(&self.zones).zone_bytes();
+        let (_, zone_len) = self.zone_volume(z, zone_bytes);
+        let room = self.member_data_bytes() / MIGRATION_SHARE_DIV;
+        let hot = lock(&self.zones).is_hot(z);
+        if offset != zone_start
+            || !hot
+            || zone_len == 0
+            || st.head.saturating_add(zone_len) > room
+            || !self.surrogate_writable(views, st.head, zone_len)
+        {
+            return None;
+        }
+        let s = st.head;
+        st.head += zone_len;
+        st.handover.insert(
+            z,
+            Handover {
+                s,
+                copied_to: zone_start,
+            },
+        );
+        Some(s)
+    }
+
+    /// Add to a recover plan of member bytes from `offset` the surrogate writes (both
+    /// copies) of the stripes it reads: each row reconstructs its stripe's chunks (data
+    /// chunks first, in data order) and copies the lost one to the caller at `row -
+    /// offset`; the zone starting at member offset `zone_start` is copied to the surrogate
+    /// at `s` in volume order. The pieces are gathered into runs of consecutive surrogate
+    /// bytes, one write per run and copy (a few large sequential writes, not one per
+    /// chunk). Returns the first write's surrogate offset; None (plan unchanged) when the
+    /// plan is not of that shape.
+    fn add_handover(&self, plan: &mut Plan, offset: u64, zone_start: u64, s: u64) -> Option<u64> {
+        let chunk = self.stripe_unit().max(1);
+        let data = self.capacity() / self.member_data_bytes().max(1);
+        // (surrogate offset, len, buffer) of every data piece.
+        let mut pieces = Vec::new();
+        let mut chunks: Option<&Vec<Buf>> = None;
+        for c in &plan.compute {
+            match c {
+                Compute::Reconstruct { chunks: bufs, .. } => chunks = Some(bufs),
+                Compute::Copy {
+                    to: Buf::Caller(o),
+                    len,
+                    ..
+                } => {
+                    let bufs = chunks.take()?;
+                    if (bufs.len() as u64) < data {
+                        return None;
+                    }
+                    let row = offset + o;
+                    let rel = row.checked_sub(zone_start)?;
+                    let stripe_base = rel / chunk * chunk * data;
+                    for (i, &buf) in bufs.iter().take(data as usize).enumerate() {
+                        pieces.push((s + stripe_base + i as u64 * chunk + row % chunk, *len, buf));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        pieces.sort_by_key(|p| p.0);
+        let mut runs: Vec<Vec<(u64, u64, Buf)>> = Vec::new();
+        for p in pieces {
+            match runs.last_mut() {
+                Some(run) if run.last().is_some_and(|&(at, len, _)| at + len == p.0) => run.push(p),
+                _ => runs.push(vec![p]),
+            }
+        }
+        let first = runs.first()?.first()?.0;
+        for run in runs {
+            let at = run[0].0;
+            let buf = if let [(_, _, only)] = run.as_slice() {
+                *only
+            } else {
+                let total: u64 = run.iter().map(|p| p.1).sum();
+                let index = plan.scratch.len();
+                plan.scratch.push(total);
+                for &(piece_at, len, from) in &run {
+                    plan.compute.push(Compute::Copy {
+                        from,
+                        to: Buf::Scratch(index, piece_at - at),
+                        len,
+                    });
+                }
+                Buf::Scratch(index, 0)
+            };
+            let len = run.iter().map(|p| p.1).sum();
+            for member in [self.k, self.k + 1] {
+                plan.writes.push(MemberIo {
+                    member,
+                    member_offset: at,
+                    len,
+                    buf,
+                });
+            }
+        }
+        Some(first)
     }
 }
 
@@ -628,6 +756,18 @@ impl Personality for Ido {
                         st.migrate(z, w.member_offset);
                         newly_migrated.push(z);
                     }
+                    Some(Pending::HandedOver(z, end)) => {
+                        let zone_end = self.zone_span(z).1;
+                        if let Some(h) = st.handover.get_mut(&z) {
+                            h.copied_to = h.copied_to.max(end);
+                            if h.copied_to >= zone_end {
+                                let s = h.s;
+                                st.handover.remove(&z);
+                                st.migrate(z, s);
+                                newly_migrated.push(z);
+                            }
+                        }
+                    }
                     None => {}
                 }
             } else if let Some((d, l)) = st.home.remove(&(w.member, w.member_offset)) {
@@ -637,6 +777,9 @@ impl Personality for Ido {
                 let touched = lock(&self.zones).zones(d, l);
                 for z in touched {
                     st.unmigrate(z);
+                    // A hand-over's copy of these bytes is older now: it is given up (the
+                    // rebuild queues a whole-zone migration once the zone is rebuilt).
+                    st.handover.remove(&z);
                 }
             }
         }
@@ -773,6 +916,39 @@ impl Personality for Ido {
         }
         self.inner
             .recover(member, offset, len, self.array_views(views))
+    }
+
+    /// IDO with a surrogate set: a hot zone's rebuild hands the stripes it reads (and the
+    /// chunks it reconstructs) to the surrogate as it goes, so the zone's migration costs
+    /// the surrogate writes alone, not a second read of the zone from the array.
+    fn rebuild_plan(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let mut plan = self.recover(member, offset, len, views)?;
+        if !self.surrogate || member >= self.k || self.mode() != Mode::Ido {
+            return Ok(plan);
+        }
+        let mut st = lock(&self.sur);
+        self.observe(&mut st, self.degraded(views));
+        if let Some(s) = self.handover_target(&mut st, offset, len, views) {
+            let z = (offset / self.zm()) as usize;
+            let zone_start = self.zone_span(z).0;
+            match self.add_handover(&mut plan, offset, zone_start, s) {
+                Some(first) => {
+                    st.planned
+                        .insert(first, Pending::HandedOver(z, offset + len));
+                }
+                // Not the plan shape expected: no hand-over (a whole-zone migration later).
+                None => {
+                    st.handover.remove(&z);
+                }
+            }
+        }
+        Ok(plan)
     }
 
     fn sync_groups(&self) -> Vec<Vec<usize>> {
@@ -1025,7 +1201,8 @@ impl Personality for Ido {
         // A hot zone just read for its reconstruction is migrated to the surrogate.
         if let (true, Some(z)) = (self.surrogate, finished_hot) {
             let mut st = lock(&self.sur);
-            if !st.migrated.contains_key(&z) && !st.queue.contains(&z) {
+            let handed = st.handover.contains_key(&z);
+            if !st.migrated.contains_key(&z) && !handed && !st.queue.contains(&z) {
                 st.queue.push_back(z);
             }
         }

@@ -83,6 +83,18 @@ pub enum Pending {
     Write(u64, u64),
     /// Zone `z` being migrated.
     Migration(usize),
+    /// Part of zone `z` handed over by its rebuild: the rebuild has read the zone's member
+    /// bytes up to `end` and written their stripes to the surrogate.
+    HandedOver(usize, u64),
+}
+
+/// A hot zone whose rebuild is handing its stripes to the surrogate as it reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handover {
+    /// Surrogate offset of the zone's copy (its space is reserved at the first step).
+    pub s: u64,
+    /// Member offset up to which the zone's stripes are on the surrogate.
+    pub copied_to: u64,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +111,8 @@ pub struct SurState {
     pub home: HashMap<(usize, u64), (u64, u64)>,
     /// Zones waiting to be migrated.
     pub queue: VecDeque<usize>,
+    /// Zones being handed over by their rebuild (`Ido::rebuild_plan`).
+    pub handover: BTreeMap<usize, Handover>,
     /// WorkOut: reads per request range (offset, len) since the failure, and the popular
     /// ranges waiting to be copied to the surrogate.
     pub since_failure: HashMap<(u64, u64), u32>,
@@ -139,8 +153,9 @@ fn record(kind: u16, values: &[u64]) -> LayoutRecord {
 }
 
 impl SurState {
+    /// Something lives on the surrogate, or a hand-over is filling its reserved space.
     pub fn in_use(&self) -> bool {
-        !self.dmap.is_empty() || !self.migrated.is_empty()
+        !self.dmap.is_empty() || !self.migrated.is_empty() || !self.handover.is_empty()
     }
 
     /// The log may start over: nothing lives on the surrogate and nothing is in flight.
