@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::ido_surrogate::{
-    Handover, Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
+    Bounds, Handover, Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
 };
 use super::mirror::{self, Copies};
 use super::zone_table::{self, Changes, ZoneTable, MIGRATED, RECONSTRUCTED};
@@ -836,15 +836,21 @@ impl Personality for Ido {
             ));
         }
         {
+            let zone_bytes = lock(&self.zones).zone_bytes();
+            let bounds = Bounds {
+                capacity: self.capacity(),
+                surrogate: self.member_data_bytes(),
+                zone_bytes,
+            };
             let mut st = lock(&self.sur);
             let mut back = SurState::default();
             if let Some(image) = sur_image {
-                back.load(image)?;
+                back.load(image, &bounds)?;
             }
             for r in records.iter().filter(owned) {
-                back.apply(r)?;
+                back.apply(r, &bounds)?;
             }
-            back.set_head_after_replay(lock(&self.zones).zone_bytes());
+            back.set_head_after_replay(zone_bytes);
             *st = back;
         }
         let mut zones = lock(&self.zones);
@@ -1455,5 +1461,50 @@ mod tests {
             112 << 10,
         );
         assert_eq!(plan, expect);
+    }
+
+    /// A `raid5-ido-s` of 3 + 2 members of 1 MiB, 16 KiB chunks.
+    fn raid5s() -> Ido {
+        let shape = Shape {
+            members: 5,
+            member_bytes: 1 << 20,
+            chunk: 16384,
+            options: Default::default(),
+        };
+        Ido::with_surrogates(Level::Raid5, &shape).unwrap()
+    }
+
+    #[test]
+    fn a_forged_surrogate_record_fails_the_replay_with_a_clear_error_not_a_panic() {
+        let word = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let cases: [(u16, Vec<u64>); 5] = [
+            (0x1703, vec![u64::MAX - 10, 100, 0]),
+            (0x1703, vec![0, 4096, u64::MAX - 100]),
+            (0x1705, vec![1 << 40, 0]),
+            (0x1705, vec![1, u64::MAX - 5]),
+            (0x1706, vec![1 << 40]),
+        ];
+        for (kind, values) in cases {
+            let forged = LayoutRecord {
+                kind,
+                payload: word(&values),
+            };
+            let caught = std::panic::catch_unwind(|| raid5s().replay(None, &[forged]));
+            let result = caught.unwrap_or_else(|_| panic!("{kind:#x} {values:?}: replay panicked"));
+            let e = result.expect_err(&format!("{kind:#x} {values:?} accepted"));
+            assert!(
+                e.contains("outside") || e.contains("zones"),
+                "{kind:#x}: {e}"
+            );
+        }
+        // A checkpoint image whose D Map count would overflow the word arithmetic.
+        let ido = raid5s();
+        let mut image = ido.checkpoint_image().unwrap();
+        let zones = u64::from_le_bytes(image[1..9].try_into().unwrap()) as usize;
+        image.truncate(9 + zones);
+        image.extend(word(&[u64::MAX / 3 + 1, 0]));
+        let caught = std::panic::catch_unwind(|| raid5s().replay(Some(&image), &[]));
+        let result = caught.unwrap_or_else(|_| panic!("image: replay panicked"));
+        assert!(result.unwrap_err().contains("items"));
     }
 }
