@@ -21,7 +21,7 @@
 //! `max(watermark, zone's prefix)`, zone by zone (zones are whole stripes, so no stripe is cut).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::ido_surrogate::{
@@ -78,6 +78,9 @@ pub struct Ido {
     epoch: Mutex<Option<EpochClock>>,
     /// Lock order: `sur`, then `progress`, then `zones`.
     sur: Mutex<SurState>,
+    /// Reads feed the zone table (`track = "off"`: they do not; the normal-state overhead
+    /// benchmark compares the two).
+    tracking: AtomicBool,
 }
 
 impl Ido {
@@ -174,6 +177,7 @@ impl Ido {
             mode: Mutex::new(Mode::Ido),
             epoch: Mutex::new(None),
             sur: Mutex::new(SurState::default()),
+            tracking: AtomicBool::new(true),
         })
     }
 
@@ -680,7 +684,7 @@ impl Personality for Ido {
         views: &[MemberView],
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
-        if kind == IoKind::Read {
+        if kind == IoKind::Read && self.tracking.load(Ordering::Relaxed) {
             lock(&self.zones).read_hit(offset, len);
         }
         if !self.surrogate {
@@ -1218,9 +1222,10 @@ impl Personality for Ido {
     /// `epoch_s`: popularity halves every that many seconds of the volume's clock instead of
     /// every `EPOCH_READS` reads (no placement: it need not match the member headers).
     /// `rebuild` = "ido" (default), "workout", "vdf" or "pr"; `zone_size` in bytes (3-24 MiB,
-    /// rounded down to whole stripes; only before any rebuild).
+    /// rounded down to whole stripes; only before any rebuild); `track` = "on" (default) or
+    /// "off" (reads do not feed the zone table: hot-first then knows only the hint).
     fn option_places_data(&self, key: &str) -> bool {
-        !matches!(key, "rebuild" | "epoch_s")
+        !matches!(key, "rebuild" | "epoch_s" | "track")
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
@@ -1278,6 +1283,20 @@ impl Personality for Ido {
                 lock(&self.zones).set_epoch_by_reads(false);
                 Ok(())
             }
+            "track" => {
+                let on = match value.trim() {
+                    "on" => true,
+                    "off" => false,
+                    other => {
+                        return Err(format!(
+                            "track {other:?} is neither \"on\" nor \"off\" (whether reads \
+                             feed the zone table)"
+                        ))
+                    }
+                };
+                self.tracking.store(on, Ordering::Relaxed);
+                Ok(())
+            }
             other => Err(format!("layout {} has no option {other:?}", self.kind)),
         }
     }
@@ -1300,6 +1319,23 @@ mod tests {
             zone,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn with_track_off_reads_leave_the_zone_table_alone() {
+        let ido = raid5(256 << 10);
+        let views = vec![MemberView::healthy(0.0); 3];
+        assert!(ido
+            .set_option("track", "sometimes")
+            .unwrap_err()
+            .contains("track"));
+        assert!(!ido.option_places_data("track"));
+        ido.set_option("track", "off").unwrap();
+        ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        assert_eq!(ido.zone_table().popularity(0), 0);
+        ido.set_option("track", "on").unwrap();
+        ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        assert_eq!(ido.zone_table().popularity(0), 1);
     }
 
     #[test]
