@@ -24,7 +24,9 @@ Writes bench/results/ido-replay.json and ido-replay.png.
 import argparse
 import datetime
 import json
+import resource
 import subprocess
+import time
 import tempfile
 from pathlib import Path
 
@@ -42,6 +44,28 @@ MODES = ["pr", "workout", "vdf", "ido"]
 
 def run(binary, args):
     return subprocess.run([binary, *args], check=True, capture_output=True, text=True).stdout
+
+
+def healthy(a, trace, layout, members, track, member_bytes=None):
+    """The trace on the healthy array, zone tracking `on` or `off`: mean response time,
+    and the wall and CPU seconds of the replay process (the tracking's cost)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    out = run(a.bin, ["replay", "--trace", str(trace), "--profile", "wd1600aajs",
+                      "--policy", "always-on", "--layout", layout, "--members", str(members),
+                      "--stripe-unit", "65536",
+                      "--member-bytes", str(member_bytes or a.member_mb * 10**6),
+                      "--layout-option", f"track={track}"])
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = json.loads(out)
+    return {
+        "response_ms": r["response_ms"]["mean"],
+        "requests": r["requests"],
+        "wall_s": wall,
+        "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        "zone_table_bytes": r["layout_metadata_bytes"],
+    }
 
 
 def replay(a, trace, layout, members, mode, min_mb_s, extra=()):
@@ -74,6 +98,8 @@ def main():
     a = ap.parse_args()
     rows = []
     zone_rows = []
+    overhead_rows = []
+    memory_rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preset, iops in PRESETS.items():
             for layout, members, data in ARRAYS:
@@ -84,6 +110,24 @@ def main():
                                              "--requests", str(requests),
                                              "--volume-bytes", str(volume),
                                              "--seed", str(a.seed)]))
+                # Normal-state overhead of the popularity tracking: tracking on vs off.
+                on, off = (healthy(a, trace, layout, members, t) for t in ("on", "off"))
+                row = {"preset": preset, "layout": layout,
+                       "response_ms_on": on["response_ms"], "response_ms_off": off["response_ms"],
+                       "response_overhead": on["response_ms"] / off["response_ms"] - 1,
+                       "cpu_s_on": on["cpu_s"], "cpu_s_off": off["cpu_s"],
+                       "wall_s_on": on["wall_s"], "wall_s_off": off["wall_s"],
+                       "zone_table_bytes": on["zone_table_bytes"]}
+                print(json.dumps(row), flush=True)
+                overhead_rows.append(row)
+                if preset == "fin1":
+                    # The zone table of the paper's 10 GB members (12 MiB zones).
+                    paper = healthy(a, trace, layout, members, "on", member_bytes=10 * 10**9)
+                    memory_rows.append({"layout": layout, "member_bytes": 10 * 10**9,
+                                        "zone_table_bytes": paper["zone_table_bytes"]})
+                    memory_rows.append({"layout": layout,
+                                        "member_bytes": a.member_mb * 10**6,
+                                        "zone_table_bytes": on["zone_table_bytes"]})
                 if preset == "fin2" and layout == "raid5-ido-s":
                     # Zone size sweep (the paper tried 3-24 MB): IDO, 1 MB/s.
                     for zone_mib in (3, 6, 12, 24):
@@ -134,6 +178,12 @@ def main():
         "paper_workout_over_ido_time": 2.0,
         "target_vdf_over_ido_time": 3.5,
         "paper_vdf_over_ido_time": 3.0,
+        "mean_tracking_response_overhead": (sum(r["response_overhead"] for r in overhead_rows)
+                                            / len(overhead_rows)) if overhead_rows else None,
+        "tracking_cpu_overhead": (sum(r["cpu_s_on"] for r in overhead_rows)
+                                  / sum(r["cpu_s_off"] for r in overhead_rows) - 1)
+        if overhead_rows else None,
+        "paper_tracking_overhead": "< 3 %",
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {
@@ -147,6 +197,8 @@ def main():
         "scaled": f"members of {a.member_mb} MB instead of the paper's 10 GB",
         "rows": rows,
         "zone_size_sweep": zone_rows,
+        "tracking_overhead": overhead_rows,
+        "zone_table_memory": memory_rows,
         "ratios": ratios,
         "summary": summary,
     }

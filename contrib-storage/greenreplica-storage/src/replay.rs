@@ -153,6 +153,8 @@ pub struct ReplayReport {
     pub members: Vec<MemberReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconstruction: Option<ReconstructionReport>,
+    /// Bytes of memory the layout's own metadata took at the end (IDO's zone table).
+    pub layout_metadata_bytes: u64,
 }
 
 /// Tick interval of a replay whose layout does background work of its own.
@@ -376,6 +378,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             })
             .collect(),
         reconstruction,
+        layout_metadata_bytes: volume.layout().metadata_bytes(),
     })
 }
 

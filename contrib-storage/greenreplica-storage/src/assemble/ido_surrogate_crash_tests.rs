@@ -277,3 +277,62 @@ fn vdf_s_kept_victim_reads_and_redirected_writes_survive_failures_and_crashes() 
         run_sequence("vdf", seed * 6_151, 400);
     }
 }
+
+/// A surrogate record damaged or forged on disk (a zone beyond the table, a D Map entry past
+/// the volume's end) fails the assembly with an error that names it; the good journal
+/// assembles again once the record is gone.
+#[test]
+fn a_forged_surrogate_record_in_the_journal_fails_the_assembly_by_name() {
+    let forged: [(u16, [u64; 3], &str); 2] = [
+        (0x1705, [1 << 40, 0, 0], "zone"),
+        (0x1703, [u64::MAX - 10, 100, 0], "outside the volume"),
+    ];
+    for (i, (kind, values, want)) in forged.into_iter().enumerate() {
+        let dir = tmp(900 + i as u64);
+        let s = spec(&dir, "ido");
+        let v = open(&s, &dir);
+        v.write(0, &[9u8; 4096]).unwrap();
+        v.flush().unwrap();
+        drop(v);
+        let journal = dir.join("idos.journal");
+        // The journal is a directory of files: kept to put back afterwards.
+        let saved: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&journal)
+            .unwrap()
+            .map(|e| {
+                let path = e.unwrap().path();
+                let bytes = std::fs::read(&path).unwrap();
+                (path, bytes)
+            })
+            .collect();
+        {
+            let (meta, _) = crate::journal::meta::MetaJournal::open(&journal).unwrap();
+            let words = if kind == 0x1705 {
+                &values[..2]
+            } else {
+                &values[..]
+            };
+            let payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            meta.record_layout(kind, &payload).unwrap();
+            meta.commit().unwrap();
+        }
+        let err = assemble(&s, Arc::new(VirtualClock::new()), &dir, &runner())
+            .map(|_| ())
+            .expect_err("a forged surrogate record assembles");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains(want) && text.contains(&format!("{kind:#x}")),
+            "{kind:#x}: {text}"
+        );
+        std::fs::remove_dir_all(&journal).unwrap();
+        std::fs::create_dir_all(&journal).unwrap();
+        for (path, bytes) in saved {
+            std::fs::write(path, bytes).unwrap();
+        }
+        let v = open(&s, &dir);
+        let mut back = vec![0u8; 4096];
+        v.read(0, &mut back).unwrap();
+        assert_eq!(back, vec![9u8; 4096], "the good journal assembles again");
+        drop(v);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

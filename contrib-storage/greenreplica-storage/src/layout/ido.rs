@@ -21,11 +21,11 @@
 //! `max(watermark, zone's prefix)`, zone by zone (zones are whole stripes, so no stripe is cut).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::ido_surrogate::{
-    Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
+    Bounds, Handover, Mode, Pending, SurState, IMAGE_MAGIC, WORKOUT_POPULAR, WORKOUT_TRACKED,
 };
 use super::mirror::{self, Copies};
 use super::zone_table::{self, Changes, ZoneTable, MIGRATED, RECONSTRUCTED};
@@ -78,6 +78,9 @@ pub struct Ido {
     epoch: Mutex<Option<EpochClock>>,
     /// Lock order: `sur`, then `progress`, then `zones`.
     sur: Mutex<SurState>,
+    /// Reads feed the zone table (`track = "off"`: they do not; the normal-state overhead
+    /// benchmark compares the two).
+    tracking: AtomicBool,
 }
 
 impl Ido {
@@ -174,6 +177,7 @@ impl Ido {
             mode: Mutex::new(Mode::Ido),
             epoch: Mutex::new(None),
             sur: Mutex::new(SurState::default()),
+            tracking: AtomicBool::new(true),
         })
     }
 
@@ -331,12 +335,14 @@ impl Ido {
             st.since_failure.clear();
             st.queue.clear();
             st.popular.clear();
+            st.handover.clear();
         }
         if !degraded {
             // Migration is for the reconstruction window only.
             st.queue.clear();
             st.popular.clear();
             st.since_failure.clear();
+            st.handover.clear();
         }
         st.degraded = degraded;
     }
@@ -437,6 +443,132 @@ impl Ido {
         if st.since_failure.insert((offset, len), 1).is_none() && !redirected {
             st.popular.push_back((offset, len));
         }
+    }
+}
+
+impl Ido {
+    /// Where a rebuild step of member bytes `offset..offset+len` hands its zone's stripes
+    /// on the surrogate (the zone copy's offset), if it does: the step starts a hot zone
+    /// not yet migrated (its surrogate space is reserved now) or goes on with one whose
+    /// hand-over reached `offset`.
+    fn handover_target(
+        &self,
+        st: &mut SurState,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Option<u64> {
+        let z = (offset / self.zm()) as usize;
+        let (zone_start, zone_end) = self.zone_span(z);
+        if offset.checked_add(len).is_none_or(|end| end > zone_end) || st.migrated.contains_key(&z)
+        {
+            return None;
+        }
+        if let Some(h) = st.handover.get(&z).copied() {
+            if offset <= h.copied_to {
+                return Some(h.s);
+            }
+            // A gap (the rebuild jumped): give up; a whole-zone migration follows.
+            st.handover.remove(&z);
+            return None;
+        }
+        let zone_bytes = lock(&self.zones).zone_bytes();
+        let (_, zone_len) = self.zone_volume(z, zone_bytes);
+        let room = self.member_data_bytes() / MIGRATION_SHARE_DIV;
+        let hot = lock(&self.zones).is_hot(z);
+        if offset != zone_start
+            || !hot
+            || zone_len == 0
+            || st.head.saturating_add(zone_len) > room
+            || !self.surrogate_writable(views, st.head, zone_len)
+        {
+            return None;
+        }
+        let s = st.head;
+        st.head += zone_len;
+        st.handover.insert(
+            z,
+            Handover {
+                s,
+                copied_to: zone_start,
+            },
+        );
+        Some(s)
+    }
+
+    /// Add to a recover plan of member bytes from `offset` the surrogate writes (both
+    /// copies) of the stripes it reads: each row reconstructs its stripe's chunks (data
+    /// chunks first, in data order) and copies the lost one to the caller at `row -
+    /// offset`; the zone starting at member offset `zone_start` is copied to the surrogate
+    /// at `s` in volume order. The pieces are gathered into runs of consecutive surrogate
+    /// bytes, one write per run and copy (a few large sequential writes, not one per
+    /// chunk). Returns the first write's surrogate offset; None (plan unchanged) when the
+    /// plan is not of that shape.
+    fn add_handover(&self, plan: &mut Plan, offset: u64, zone_start: u64, s: u64) -> Option<u64> {
+        let chunk = self.stripe_unit().max(1);
+        let data = self.capacity() / self.member_data_bytes().max(1);
+        // (surrogate offset, len, buffer) of every data piece.
+        let mut pieces = Vec::new();
+        let mut chunks: Option<&Vec<Buf>> = None;
+        for c in &plan.compute {
+            match c {
+                Compute::Reconstruct { chunks: bufs, .. } => chunks = Some(bufs),
+                Compute::Copy {
+                    to: Buf::Caller(o),
+                    len,
+                    ..
+                } => {
+                    let bufs = chunks.take()?;
+                    if (bufs.len() as u64) < data {
+                        return None;
+                    }
+                    let row = offset + o;
+                    let rel = row.checked_sub(zone_start)?;
+                    let stripe_base = rel / chunk * chunk * data;
+                    for (i, &buf) in bufs.iter().take(data as usize).enumerate() {
+                        pieces.push((s + stripe_base + i as u64 * chunk + row % chunk, *len, buf));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        pieces.sort_by_key(|p| p.0);
+        let mut runs: Vec<Vec<(u64, u64, Buf)>> = Vec::new();
+        for p in pieces {
+            match runs.last_mut() {
+                Some(run) if run.last().is_some_and(|&(at, len, _)| at + len == p.0) => run.push(p),
+                _ => runs.push(vec![p]),
+            }
+        }
+        let first = runs.first()?.first()?.0;
+        for run in runs {
+            let at = run[0].0;
+            let buf = if let [(_, _, only)] = run.as_slice() {
+                *only
+            } else {
+                let total: u64 = run.iter().map(|p| p.1).sum();
+                let index = plan.scratch.len();
+                plan.scratch.push(total);
+                for &(piece_at, len, from) in &run {
+                    plan.compute.push(Compute::Copy {
+                        from,
+                        to: Buf::Scratch(index, piece_at - at),
+                        len,
+                    });
+                }
+                Buf::Scratch(index, 0)
+            };
+            let len = run.iter().map(|p| p.1).sum();
+            for member in [self.k, self.k + 1] {
+                plan.writes.push(MemberIo {
+                    member,
+                    member_offset: at,
+                    len,
+                    buf,
+                });
+            }
+        }
+        Some(first)
     }
 }
 
@@ -552,7 +684,7 @@ impl Personality for Ido {
         views: &[MemberView],
     ) -> Result<Plan, LayoutError> {
         self.check_range(offset, len)?;
-        if kind == IoKind::Read {
+        if kind == IoKind::Read && self.tracking.load(Ordering::Relaxed) {
             lock(&self.zones).read_hit(offset, len);
         }
         if !self.surrogate {
@@ -628,6 +760,18 @@ impl Personality for Ido {
                         st.migrate(z, w.member_offset);
                         newly_migrated.push(z);
                     }
+                    Some(Pending::HandedOver(z, end)) => {
+                        let zone_end = self.zone_span(z).1;
+                        if let Some(h) = st.handover.get_mut(&z) {
+                            h.copied_to = h.copied_to.max(end);
+                            if h.copied_to >= zone_end {
+                                let s = h.s;
+                                st.handover.remove(&z);
+                                st.migrate(z, s);
+                                newly_migrated.push(z);
+                            }
+                        }
+                    }
                     None => {}
                 }
             } else if let Some((d, l)) = st.home.remove(&(w.member, w.member_offset)) {
@@ -637,6 +781,9 @@ impl Personality for Ido {
                 let touched = lock(&self.zones).zones(d, l);
                 for z in touched {
                     st.unmigrate(z);
+                    // A hand-over's copy of these bytes is older now: it is given up (the
+                    // rebuild queues a whole-zone migration once the zone is rebuilt).
+                    st.handover.remove(&z);
                 }
             }
         }
@@ -693,15 +840,21 @@ impl Personality for Ido {
             ));
         }
         {
+            let zone_bytes = lock(&self.zones).zone_bytes();
+            let bounds = Bounds {
+                capacity: self.capacity(),
+                surrogate: self.member_data_bytes(),
+                zone_bytes,
+            };
             let mut st = lock(&self.sur);
             let mut back = SurState::default();
             if let Some(image) = sur_image {
-                back.load(image)?;
+                back.load(image, &bounds)?;
             }
             for r in records.iter().filter(owned) {
-                back.apply(r)?;
+                back.apply(r, &bounds)?;
             }
-            back.set_head_after_replay(lock(&self.zones).zone_bytes());
+            back.set_head_after_replay(zone_bytes);
             *st = back;
         }
         let mut zones = lock(&self.zones);
@@ -773,6 +926,39 @@ impl Personality for Ido {
         }
         self.inner
             .recover(member, offset, len, self.array_views(views))
+    }
+
+    /// IDO with a surrogate set: a hot zone's rebuild hands the stripes it reads (and the
+    /// chunks it reconstructs) to the surrogate as it goes, so the zone's migration costs
+    /// the surrogate writes alone, not a second read of the zone from the array.
+    fn rebuild_plan(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        let mut plan = self.recover(member, offset, len, views)?;
+        if !self.surrogate || member >= self.k || self.mode() != Mode::Ido {
+            return Ok(plan);
+        }
+        let mut st = lock(&self.sur);
+        self.observe(&mut st, self.degraded(views));
+        if let Some(s) = self.handover_target(&mut st, offset, len, views) {
+            let z = (offset / self.zm()) as usize;
+            let zone_start = self.zone_span(z).0;
+            match self.add_handover(&mut plan, offset, zone_start, s) {
+                Some(first) => {
+                    st.planned
+                        .insert(first, Pending::HandedOver(z, offset + len));
+                }
+                // Not the plan shape expected: no hand-over (a whole-zone migration later).
+                None => {
+                    st.handover.remove(&z);
+                }
+            }
+        }
+        Ok(plan)
     }
 
     fn sync_groups(&self) -> Vec<Vec<usize>> {
@@ -1025,7 +1211,8 @@ impl Personality for Ido {
         // A hot zone just read for its reconstruction is migrated to the surrogate.
         if let (true, Some(z)) = (self.surrogate, finished_hot) {
             let mut st = lock(&self.sur);
-            if !st.migrated.contains_key(&z) && !st.queue.contains(&z) {
+            let handed = st.handover.contains_key(&z);
+            if !st.migrated.contains_key(&z) && !handed && !st.queue.contains(&z) {
                 st.queue.push_back(z);
             }
         }
@@ -1035,9 +1222,10 @@ impl Personality for Ido {
     /// `epoch_s`: popularity halves every that many seconds of the volume's clock instead of
     /// every `EPOCH_READS` reads (no placement: it need not match the member headers).
     /// `rebuild` = "ido" (default), "workout", "vdf" or "pr"; `zone_size` in bytes (3-24 MiB,
-    /// rounded down to whole stripes; only before any rebuild).
+    /// rounded down to whole stripes; only before any rebuild); `track` = "on" (default) or
+    /// "off" (reads do not feed the zone table: hot-first then knows only the hint).
     fn option_places_data(&self, key: &str) -> bool {
-        !matches!(key, "rebuild" | "epoch_s")
+        !matches!(key, "rebuild" | "epoch_s" | "track")
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
@@ -1095,6 +1283,20 @@ impl Personality for Ido {
                 lock(&self.zones).set_epoch_by_reads(false);
                 Ok(())
             }
+            "track" => {
+                let on = match value.trim() {
+                    "on" => true,
+                    "off" => false,
+                    other => {
+                        return Err(format!(
+                            "track {other:?} is neither \"on\" nor \"off\" (whether reads \
+                             feed the zone table)"
+                        ))
+                    }
+                };
+                self.tracking.store(on, Ordering::Relaxed);
+                Ok(())
+            }
             other => Err(format!("layout {} has no option {other:?}", self.kind)),
         }
     }
@@ -1117,6 +1319,23 @@ mod tests {
             zone,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn with_track_off_reads_leave_the_zone_table_alone() {
+        let ido = raid5(256 << 10);
+        let views = vec![MemberView::healthy(0.0); 3];
+        assert!(ido
+            .set_option("track", "sometimes")
+            .unwrap_err()
+            .contains("track"));
+        assert!(!ido.option_places_data("track"));
+        ido.set_option("track", "off").unwrap();
+        ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        assert_eq!(ido.zone_table().popularity(0), 0);
+        ido.set_option("track", "on").unwrap();
+        ido.plan(IoKind::Read, 0, 4096, &views).unwrap();
+        assert_eq!(ido.zone_table().popularity(0), 1);
     }
 
     #[test]
@@ -1278,5 +1497,50 @@ mod tests {
             112 << 10,
         );
         assert_eq!(plan, expect);
+    }
+
+    /// A `raid5-ido-s` of 3 + 2 members of 1 MiB, 16 KiB chunks.
+    fn raid5s() -> Ido {
+        let shape = Shape {
+            members: 5,
+            member_bytes: 1 << 20,
+            chunk: 16384,
+            options: Default::default(),
+        };
+        Ido::with_surrogates(Level::Raid5, &shape).unwrap()
+    }
+
+    #[test]
+    fn a_forged_surrogate_record_fails_the_replay_with_a_clear_error_not_a_panic() {
+        let word = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let cases: [(u16, Vec<u64>); 5] = [
+            (0x1703, vec![u64::MAX - 10, 100, 0]),
+            (0x1703, vec![0, 4096, u64::MAX - 100]),
+            (0x1705, vec![1 << 40, 0]),
+            (0x1705, vec![1, u64::MAX - 5]),
+            (0x1706, vec![1 << 40]),
+        ];
+        for (kind, values) in cases {
+            let forged = LayoutRecord {
+                kind,
+                payload: word(&values),
+            };
+            let caught = std::panic::catch_unwind(|| raid5s().replay(None, &[forged]));
+            let result = caught.unwrap_or_else(|_| panic!("{kind:#x} {values:?}: replay panicked"));
+            let e = result.expect_err(&format!("{kind:#x} {values:?} accepted"));
+            assert!(
+                e.contains("outside") || e.contains("zones"),
+                "{kind:#x}: {e}"
+            );
+        }
+        // A checkpoint image whose D Map count would overflow the word arithmetic.
+        let ido = raid5s();
+        let mut image = ido.checkpoint_image().unwrap();
+        let zones = u64::from_le_bytes(image[1..9].try_into().unwrap()) as usize;
+        image.truncate(9 + zones);
+        image.extend(word(&[u64::MAX / 3 + 1, 0]));
+        let caught = std::panic::catch_unwind(|| raid5s().replay(Some(&image), &[]));
+        let result = caught.unwrap_or_else(|_| panic!("image: replay panicked"));
+        assert!(result.unwrap_err().contains("items"));
     }
 }

@@ -83,6 +83,18 @@ pub enum Pending {
     Write(u64, u64),
     /// Zone `z` being migrated.
     Migration(usize),
+    /// Part of zone `z` handed over by its rebuild: the rebuild has read the zone's member
+    /// bytes up to `end` and written their stripes to the surrogate.
+    HandedOver(usize, u64),
+}
+
+/// A hot zone whose rebuild is handing its stripes to the surrogate as it reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handover {
+    /// Surrogate offset of the zone's copy (its space is reserved at the first step).
+    pub s: u64,
+    /// Member offset up to which the zone's stripes are on the surrogate.
+    pub copied_to: u64,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +111,8 @@ pub struct SurState {
     pub home: HashMap<(usize, u64), (u64, u64)>,
     /// Zones waiting to be migrated.
     pub queue: VecDeque<usize>,
+    /// Zones being handed over by their rebuild (`Ido::rebuild_plan`).
+    pub handover: BTreeMap<usize, Handover>,
     /// WorkOut: reads per request range (offset, len) since the failure, and the popular
     /// ranges waiting to be copied to the surrogate.
     pub since_failure: HashMap<(u64, u64), u32>,
@@ -112,6 +126,66 @@ pub struct SurState {
     /// Bytes of user writes redirected to the surrogate, and read from it (statistics).
     pub redirected_writes: u64,
     pub surrogate_reads: u64,
+}
+
+/// What the journal of a volume may name: a record read back from disk is checked against
+/// these before it is applied (a damaged or forged record is an error, never a wrap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Volume bytes.
+    pub capacity: u64,
+    /// Bytes of each surrogate member.
+    pub surrogate: u64,
+    /// Volume bytes of a zone (the last one may be shorter).
+    pub zone_bytes: u64,
+}
+
+impl Bounds {
+    fn zones(&self) -> u64 {
+        self.capacity.div_ceil(self.zone_bytes.max(1))
+    }
+
+    /// A D Map entry: volume bytes `d..d+len` redirected to surrogate bytes `s..s+len`.
+    fn check_entry(&self, d: u64, len: u64, s: u64) -> Result<(), String> {
+        if d.checked_add(len).is_none_or(|end| end > self.capacity) {
+            return Err(format!(
+                "D Map entry of volume bytes {d}+{len} lies outside the volume's {} bytes",
+                self.capacity
+            ));
+        }
+        if s.checked_add(len).is_none_or(|end| end > self.surrogate) {
+            return Err(format!(
+                "D Map entry of surrogate bytes {s}+{len} lies outside the surrogate's {} bytes",
+                self.surrogate
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_zone(&self, z: u64) -> Result<(), String> {
+        if z >= self.zones() {
+            return Err(format!(
+                "zone {z} is not one of the volume's {} zones",
+                self.zones()
+            ));
+        }
+        Ok(())
+    }
+
+    /// A migrated zone `z` whose copy starts at surrogate offset `s`.
+    fn check_migrated(&self, z: u64, s: u64) -> Result<(), String> {
+        self.check_zone(z)?;
+        let len = self
+            .zone_bytes
+            .min(self.capacity - z * self.zone_bytes.max(1));
+        if s.checked_add(len).is_none_or(|end| end > self.surrogate) {
+            return Err(format!(
+                "zone {z} migrated to surrogate bytes {s}+{len}, outside the surrogate's {} bytes",
+                self.surrogate
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn words(payload: &[u8]) -> Result<Vec<u64>, String> {
@@ -131,6 +205,10 @@ fn words(payload: &[u8]) -> Result<Vec<u64>, String> {
         .collect())
 }
 
+fn zone_index(z: u64) -> Result<usize, String> {
+    usize::try_from(z).map_err(|_| format!("zone {z} does not fit this machine's words"))
+}
+
 fn record(kind: u16, values: &[u64]) -> LayoutRecord {
     LayoutRecord {
         kind,
@@ -139,8 +217,9 @@ fn record(kind: u16, values: &[u64]) -> LayoutRecord {
 }
 
 impl SurState {
+    /// Something lives on the surrogate, or a hand-over is filling its reserved space.
     pub fn in_use(&self) -> bool {
-        !self.dmap.is_empty() || !self.migrated.is_empty()
+        !self.dmap.is_empty() || !self.migrated.is_empty() || !self.handover.is_empty()
     }
 
     /// The log may start over: nothing lives on the surrogate and nothing is in flight.
@@ -186,18 +265,32 @@ impl SurState {
     }
 
     /// Apply a journaled record (idempotent: a record the image already reflects sets the
-    /// same state again).
-    pub fn apply(&mut self, r: &LayoutRecord) -> Result<(), String> {
+    /// same state again), checked against the volume's `bounds`.
+    pub fn apply(&mut self, r: &LayoutRecord, bounds: &Bounds) -> Result<(), String> {
         let w = words(&r.payload)?;
+        let bad = |problem: String| format!("surrogate record {:#x}: {problem}", r.kind);
         match (r.kind, w.as_slice()) {
-            (DMAP_ADD_RECORD, &[d, len, s]) => self.dmap.insert(d, len, s),
-            (DMAP_TRIM_RECORD, &[d, len]) => self.dmap.remove(d, len),
+            (DMAP_ADD_RECORD, &[d, len, s]) => {
+                bounds.check_entry(d, len, s).map_err(bad)?;
+                self.dmap.insert(d, len, s)
+            }
+            (DMAP_TRIM_RECORD, &[d, len]) => {
+                if d.checked_add(len).is_none_or(|end| end > bounds.capacity) {
+                    return Err(bad(format!(
+                        "trim of volume bytes {d}+{len} outside the volume's {} bytes",
+                        bounds.capacity
+                    )));
+                }
+                self.dmap.remove(d, len)
+            }
             (MIGRATED_RECORD, &[z, s]) => {
-                self.migrated.insert(z as usize, s);
+                bounds.check_migrated(z, s).map_err(bad)?;
+                self.migrated.insert(zone_index(z).map_err(bad)?, s);
             }
             (UNMIGRATED_RECORD, &[ALL_ZONES]) => self.migrated.clear(),
             (UNMIGRATED_RECORD, &[z]) => {
-                self.migrated.remove(&(z as usize));
+                bounds.check_zone(z).map_err(bad)?;
+                self.migrated.remove(&zone_index(z).map_err(bad)?);
             }
             (kind, w) => {
                 return Err(format!(
@@ -220,7 +313,7 @@ impl SurState {
         let migrated = self
             .migrated
             .values()
-            .map(|&s| s + zone_bytes)
+            .map(|&s| s.saturating_add(zone_bytes))
             .max()
             .unwrap_or(0);
         self.head = self.used_end().max(migrated);
@@ -239,26 +332,46 @@ impl SurState {
         w.iter().flat_map(|v| v.to_le_bytes()).collect()
     }
 
-    pub fn load(&mut self, image: &[u8]) -> Result<(), String> {
+    /// Load an image written by `image`, checked against the volume's `bounds`.
+    pub fn load(&mut self, image: &[u8], bounds: &Bounds) -> Result<(), String> {
         let w = words(image)?;
-        let bad = || "surrogate image is truncated".to_string();
-        let n = *w.first().ok_or_else(bad)? as usize;
-        let entries = w.get(1..1 + 3 * n).ok_or_else(bad)?;
+        let bad = || format!("surrogate image of {} words is truncated", w.len());
+        // `count` items of `width` words from word `at`, all inside the image.
+        let span = |at: usize, count: u64, width: u64| -> Result<(usize, usize), String> {
+            let end = count
+                .checked_mul(width)
+                .and_then(|n| usize::try_from(n).ok())
+                .and_then(|n| n.checked_add(at))
+                .filter(|&end| end <= w.len())
+                .ok_or_else(|| {
+                    format!(
+                        "surrogate image says {count} items at word {at} of {}",
+                        w.len()
+                    )
+                })?;
+            Ok((at, end))
+        };
+        let (from, to) = span(1, *w.first().ok_or_else(bad)?, 3)?;
         let mut dmap = DMap::default();
-        for e in entries.chunks_exact(3) {
+        for e in w[from..to].chunks_exact(3) {
+            bounds
+                .check_entry(e[0], e[1], e[2])
+                .map_err(|p| format!("surrogate image: {p}"))?;
             dmap.insert(e[0], e[1], e[2]);
         }
-        let at = 1 + 3 * n;
-        let m = *w.get(at).ok_or_else(bad)? as usize;
-        let zones = w.get(at + 1..at + 1 + 2 * m).ok_or_else(bad)?;
-        if w.len() != at + 1 + 2 * m {
+        let (zfrom, zto) = span(to + 1, *w.get(to).ok_or_else(bad)?, 2)?;
+        if w.len() != zto {
             return Err("surrogate image has trailing bytes".into());
         }
+        let mut migrated = BTreeMap::new();
+        for p in w[zfrom..zto].chunks_exact(2) {
+            bounds
+                .check_migrated(p[0], p[1])
+                .map_err(|e| format!("surrogate image: {e}"))?;
+            migrated.insert(zone_index(p[0])?, p[1]);
+        }
         self.dmap = dmap;
-        self.migrated = zones
-            .chunks_exact(2)
-            .map(|p| (p[0] as usize, p[1]))
-            .collect();
+        self.migrated = migrated;
         Ok(())
     }
 }
@@ -266,6 +379,13 @@ impl SurState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A volume and surrogate large enough for every record of these tests.
+    const WIDE: Bounds = Bounds {
+        capacity: 1 << 30,
+        surrogate: 1 << 30,
+        zone_bytes: 1 << 20,
+    };
 
     #[test]
     fn records_and_the_image_rebuild_the_same_state_in_any_replay_order_of_a_suffix() {
@@ -279,7 +399,7 @@ mod tests {
         let records = std::mem::take(&mut s.outbox);
         let mut back = SurState::default();
         for r in &records {
-            back.apply(r).unwrap();
+            back.apply(r, &WIDE).unwrap();
         }
         assert_eq!(back.dmap, s.dmap);
         assert_eq!(back.migrated, s.migrated);
@@ -287,22 +407,27 @@ mod tests {
         // the journal's tail (some of them again).
         let mut mid = SurState::default();
         for r in &records[..3] {
-            mid.apply(r).unwrap();
+            mid.apply(r, &WIDE).unwrap();
         }
         let image = mid.image();
         let mut again = SurState::default();
-        again.load(&image).unwrap();
+        again.load(&image, &WIDE).unwrap();
         for r in &records[1..] {
-            again.apply(r).unwrap();
+            again.apply(r, &WIDE).unwrap();
         }
         assert_eq!(again.dmap, s.dmap);
         assert_eq!(again.migrated, s.migrated);
-        assert!(SurState::default().load(&image[..image.len() - 8]).is_err());
+        assert!(SurState::default()
+            .load(&image[..image.len() - 8], &WIDE)
+            .is_err());
         assert!(back
-            .apply(&LayoutRecord {
-                kind: DMAP_ADD_RECORD,
-                payload: vec![1, 2, 3]
-            })
+            .apply(
+                &LayoutRecord {
+                    kind: DMAP_ADD_RECORD,
+                    payload: vec![1, 2, 3]
+                },
+                &WIDE
+            )
             .is_err());
     }
 
@@ -319,5 +444,105 @@ mod tests {
             .parse::<Mode>()
             .unwrap_err()
             .contains("pr, workout, vdf, ido"));
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+
+    /// 64 MiB volume in zones of 4 MiB (16 zones); surrogate members of 32 MiB.
+    const B: Bounds = Bounds {
+        capacity: 64 << 20,
+        surrogate: 32 << 20,
+        zone_bytes: 4 << 20,
+    };
+
+    fn apply(kind: u16, values: &[u64]) -> Result<SurState, String> {
+        let mut st = SurState::default();
+        st.apply(&record(kind, values), &B)?;
+        st.set_head_after_replay(B.zone_bytes);
+        Ok(st)
+    }
+
+    #[test]
+    fn forged_records_are_refused_by_name_not_applied_or_wrapped() {
+        let cases: [(u16, Vec<u64>, &str); 9] = [
+            (
+                DMAP_ADD_RECORD,
+                vec![u64::MAX - 10, 100, 0],
+                "outside the volume",
+            ),
+            (
+                DMAP_ADD_RECORD,
+                vec![0, 4096, u64::MAX - 100],
+                "outside the surrogate",
+            ),
+            (DMAP_ADD_RECORD, vec![64 << 20, 1, 0], "outside the volume"),
+            (
+                DMAP_ADD_RECORD,
+                vec![0, 4096, 32 << 20],
+                "outside the surrogate",
+            ),
+            (DMAP_TRIM_RECORD, vec![u64::MAX, 2], "outside the volume"),
+            (
+                MIGRATED_RECORD,
+                vec![16, 0],
+                "not one of the volume's 16 zones",
+            ),
+            (
+                MIGRATED_RECORD,
+                vec![3, u64::MAX - 5],
+                "outside the surrogate",
+            ),
+            (
+                MIGRATED_RECORD,
+                vec![3, (32 << 20) - 4096],
+                "outside the surrogate",
+            ),
+            (
+                UNMIGRATED_RECORD,
+                vec![1 << 40],
+                "not one of the volume's 16 zones",
+            ),
+        ];
+        for (kind, values, want) in cases {
+            let e = apply(kind, &values).expect_err(&format!("{kind:#x} {values:?}"));
+            assert!(e.contains(want), "{kind:#x} {values:?}: {e}");
+            assert!(e.contains(&format!("{kind:#x}")), "names the record: {e}");
+        }
+        // At the edges, still accepted.
+        assert!(apply(
+            DMAP_ADD_RECORD,
+            &[(64 << 20) - 4096, 4096, (32 << 20) - 4096]
+        )
+        .is_ok());
+        assert!(apply(MIGRATED_RECORD, &[15, (32 << 20) - (4 << 20)]).is_ok());
+        assert!(apply(UNMIGRATED_RECORD, &[ALL_ZONES]).is_ok());
+    }
+
+    #[test]
+    fn a_forged_image_is_refused_whatever_its_counts_say() {
+        let words = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let cases: [(Vec<u64>, &str); 6] = [
+            (vec![u64::MAX], "items"),
+            (vec![u64::MAX / 3 + 1, 0], "items"),
+            (vec![0, u64::MAX / 2 + 1], "items"),
+            (vec![1, u64::MAX - 1, 4, 0, 0], "outside the volume"),
+            (vec![0, 1, 99, 0], "not one of the volume's 16 zones"),
+            (vec![0, 1, 2, u64::MAX], "outside the surrogate"),
+        ];
+        for (image, want) in cases {
+            let e = SurState::default()
+                .load(&words(&image), &B)
+                .expect_err(&format!("{image:?}"));
+            assert!(e.contains(want), "{image:?}: {e}");
+        }
+        let mut good = SurState::default();
+        good.add(4096, 4096, 0);
+        good.migrate(2, 8192);
+        let mut back = SurState::default();
+        back.load(&good.image(), &B).unwrap();
+        assert_eq!((back.dmap, back.migrated), (good.dmap, good.migrated));
     }
 }

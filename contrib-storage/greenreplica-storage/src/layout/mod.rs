@@ -350,6 +350,21 @@ pub trait Personality: Send + Sync + fmt::Debug {
         views: &[MemberView],
     ) -> Result<Plan, LayoutError>;
 
+    /// One rebuild step of `member`'s bytes `offset..offset+len`: `recover`'s plan, to which
+    /// a layout may add writes of what the step reads anyway (IDO hands a hot zone's stripes
+    /// to its surrogate set, so migrating the zone costs no second read). The engine runs
+    /// the writes with the step and completes a plan with writes like a background plan
+    /// (`complete`, `journal_records`).
+    fn rebuild_plan(
+        &self,
+        member: usize,
+        offset: u64,
+        len: u64,
+        views: &[MemberView],
+    ) -> Result<Plan, LayoutError> {
+        self.recover(member, offset, len, views)
+    }
+
     /// The members whose bytes at the same member offsets depend on each other (a mirror
     /// pair, a parity stripe). Locks, resync and scrub work per group.
     fn sync_groups(&self) -> Vec<Vec<usize>>;

@@ -219,9 +219,14 @@ fn ido_redirects_writes_and_migrates_the_hot_zone_then_reclaims_everything_home(
         home_before,
         "home untouched"
     );
-    // The hot zone is rebuilt first and, as it is, migrated after the write.
+    // The hot zone is rebuilt first and, as it is, migrated after the write: its rebuild
+    // hands the stripes it read to the surrogate (no migration left for the background).
     v.rebuild_step(1, ZONE_M).unwrap();
-    assert!(v.layout_background_step().unwrap() > 0, "the migration ran");
+    assert_eq!(
+        v.layout_background_step().unwrap(),
+        0,
+        "migrated by the rebuild"
+    );
     let zone = &data[(40 * ZONE) as usize..(41 * ZONE) as usize];
     assert_eq!(
         surrogate_bytes(&stores, 3, 8192, ZONE),
@@ -420,4 +425,77 @@ fn with_epoch_s_the_volume_tick_ages_popularity_so_an_old_hot_zone_cools() {
         vec![20, 0],
         "three epochs halve 5 reads to 0: zone 40 is cold now"
     );
+}
+
+#[test]
+fn a_hot_zone_is_migrated_from_its_rebuild_reads_without_reading_it_again() {
+    let (v, stores, data) = surrogate_volume("ido");
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..5 {
+        v.read(40 * ZONE, &mut buf).unwrap();
+    }
+    v.fail_member(1, "test: pulled");
+    v.replace_member(1, MemMember::new(MEMBER)).unwrap();
+    // A user read sees the array degraded (as the first request after a failure does).
+    v.read(0, &mut buf).unwrap();
+    let read_bytes = |m: usize| v.member_ledgers(f64::MAX)[m].bytes_read;
+    let before = [read_bytes(0), read_bytes(2)];
+    // Zone 40 (hottest) in four rebuild steps of a quarter zone, then whatever migration
+    // the background still wants.
+    for _ in 0..4 {
+        v.rebuild_step(1, ZONE_M / 4).unwrap();
+    }
+    while v.layout_background_step().unwrap() > 0 {}
+    assert_eq!(
+        [read_bytes(0) - before[0], read_bytes(2) - before[1]],
+        [ZONE_M, ZONE_M],
+        "each survivor read its zone bytes once, for the rebuild"
+    );
+    let zone = &data[(40 * ZONE) as usize..(41 * ZONE) as usize];
+    for m in [3, 4] {
+        assert_eq!(
+            surrogate_bytes(&stores, m, 0, ZONE),
+            zone,
+            "zone 40 on surrogate {m}, in volume order"
+        );
+    }
+    // While degraded, the zone's reads take the surrogate copy: right even where the
+    // array's copy is not (the array is left alone here to tell the two apart).
+    lock(&stores[0].bytes)[(DATA_OFFSET + 40 * ZONE_M) as usize] ^= 0xff;
+    let mut back = vec![0u8; ZONE as usize];
+    v.read(40 * ZONE, &mut back).unwrap();
+    assert!(back == zone, "zone 40 read from its migrated copy");
+    lock(&stores[0].bytes)[(DATA_OFFSET + 40 * ZONE_M) as usize] ^= 0xff;
+    assert!(read_all(&v) == data);
+    while v.rebuild_step(1, ZONE_M).unwrap().is_some() {}
+    v.drain_layout_background().unwrap();
+    assert_eq!(v.layout().next_wakeup(0.0), None, "migrations forgotten");
+    assert!(read_all(&v) == data);
+    assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
+}
+
+#[test]
+fn a_write_home_during_a_hand_over_gives_it_up_rather_than_keep_a_stale_copy() {
+    let (v, stores, mut data) = surrogate_volume("ido");
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..5 {
+        v.read(40 * ZONE, &mut buf).unwrap();
+    }
+    v.fail_member(1, "test: pulled");
+    v.replace_member(1, MemMember::new(MEMBER)).unwrap();
+    v.rebuild_step(1, ZONE_M / 2).unwrap();
+    // A surrogate copy that cannot take writes sends the next write home.
+    v.fail_member(4, "test: surrogate pulled");
+    let update = vec![0x77u8; 4096];
+    v.write(40 * ZONE, &update).unwrap();
+    data[(40 * ZONE) as usize..(40 * ZONE + 4096) as usize].copy_from_slice(&update);
+    v.rebuild_step(1, ZONE_M / 2).unwrap();
+    assert!(
+        surrogate_bytes(&stores, 3, 0, 4096) != update,
+        "the surrogate holds no copy of the new bytes"
+    );
+    let mut back = vec![0u8; 4096];
+    v.read(40 * ZONE, &mut back).unwrap();
+    assert_eq!(back, update, "the zone is read from home, not a stale copy");
+    assert!(read_all(&v) == data);
 }

@@ -435,6 +435,18 @@ impl Volume {
         offset: u64,
         block: &mut [u8],
     ) -> Result<Plan, VolumeError> {
+        self.recover_into(bad, offset, block, false)
+    }
+
+    /// `recover_block` with the layout's rebuild plan (`Personality::rebuild_plan`) when
+    /// `rebuild`: its writes, if any, are run too.
+    pub(super) fn recover_into(
+        &self,
+        bad: usize,
+        offset: u64,
+        block: &mut [u8],
+        rebuild: bool,
+    ) -> Result<Plan, VolumeError> {
         let len = block.len() as u64;
         let mut views = self.views(self.clock.now());
         views[bad] = MemberView::failed(views[bad].ready_at);
@@ -444,10 +456,12 @@ impl Volume {
             ))
         };
         loop {
-            let plan = self
-                .layout
-                .recover(bad, offset, len, &views)
-                .map_err(|e| unreadable(e.to_string()))?;
+            let plan = if rebuild {
+                self.layout.rebuild_plan(bad, offset, len, &views)
+            } else {
+                self.layout.recover(bad, offset, len, &views)
+            }
+            .map_err(|e| unreadable(e.to_string()))?;
             let errors: Vec<u64> = self.slots.iter().map(MemberSlot::read_errors).collect();
             match self.run(&plan, Caller::Read(block), false, self.clock.now()) {
                 Ok(_) => return Ok(plan),

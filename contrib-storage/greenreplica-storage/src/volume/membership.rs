@@ -152,7 +152,7 @@ impl Volume {
         let mut buf = vec![0u8; len as usize];
         let now = self.clock.now();
         let plan = self
-            .recover_block(member, start, &mut buf)
+            .recover_into(member, start, &mut buf, true)
             .map_err(|e| self.member_error(member, format!("rebuild read: {e}")))?;
         if !on_core {
             let reads_done = self.submit(&plan, now).into_iter().fold(now, f64::max);
@@ -170,6 +170,10 @@ impl Volume {
         to.write_at(&buf, DATA_OFFSET + start)
             .map_err(|e| self.member_error(member, format!("rebuild write: {e}")))?;
         slot.unflushed.store(true, Ordering::SeqCst);
+        if !plan.writes.is_empty() {
+            // What the step also wrote (IDO: a hot zone's stripes on the surrogate set).
+            self.complete_plan(&plan)?;
+        }
         let watermark = self.layout.rebuilt(member, start, len, watermark);
         {
             let mut health = lock(&slot.health);
@@ -180,6 +184,7 @@ impl Volume {
         Ok(RebuildProgress::Copied {
             watermark,
             reads: plan.reads,
+            writes: plan.writes,
             write: MemberIo {
                 member,
                 member_offset: start,
@@ -197,10 +202,12 @@ pub(super) enum RebuildProgress {
     Done,
     /// A request holds the chunk: try again a little later.
     Busy,
-    /// Copied up to `watermark`, with this member I/O.
+    /// Copied up to `watermark`, with this member I/O (`writes`: the rebuild plan's own,
+    /// besides the replacement's `write`).
     Copied {
         watermark: u64,
         reads: Vec<MemberIo>,
+        writes: Vec<MemberIo>,
         write: MemberIo,
     },
 }

@@ -114,6 +114,11 @@ struct Pending {
     /// user I/O slows a rebuild down to its minimum, as MD's idle check looks at the
     /// array's member disks.
     on_array: bool,
+    /// Writes from this index of its write phase reach the media before they complete
+    /// (FUA): the surrogate writes of a rebuild step (IDO's hand-over) are paced by the
+    /// surrogate's media, not by its write cache, which they would otherwise fill ahead of
+    /// the user writes sent there.
+    fua_from: Option<usize>,
 }
 
 impl Pending {
@@ -130,6 +135,7 @@ impl Pending {
             read: None,
             reply: None,
             on_array: false,
+            fua_from: None,
         }
     }
 }
@@ -268,6 +274,7 @@ impl Core {
             super::membership::RebuildProgress::Copied {
                 watermark,
                 reads,
+                writes,
                 write,
             } => {
                 let len = write.len;
@@ -296,7 +303,13 @@ impl Core {
                     crate::rebuild::rate_mb_s(moved, v.integrity().rebuild_min_mb_s, bg.max_mb_s);
                 tracing::trace!(volume = %v.name, member, watermark, rate, "rebuild step");
                 self.background_outstanding += 1;
-                let pending = Pending::background(t, vec![write]);
+                let fua_from = (!writes.is_empty()).then_some(1);
+                let mut all = vec![write];
+                all.extend(writes);
+                let pending = Pending {
+                    fua_from,
+                    ..Pending::background(t, all)
+                };
                 // Finished background work is never handed back (background_finished).
                 let _ = self.start_phase(v, t, pending, &reads, Op::Read);
                 Some(t + crate::rebuild::step_interval_s(len, rate))
@@ -384,6 +397,7 @@ impl Core {
                     read: None,
                     reply: p.reply,
                     on_array: true,
+                    fua_from: None,
                 };
                 let (ios, op) = if p.flush {
                     (flushes(volume, t), Op::Flush)
@@ -492,6 +506,7 @@ impl Core {
             read,
             reply: None,
             on_array,
+            fua_from: None,
         };
         Ok(self.start_phase(v, t, pending, &plan.reads, Op::Read))
     }
@@ -533,6 +548,7 @@ impl Core {
         }
         pending.outstanding = ios.len();
         let class = pending.class;
+        let fua_from = pending.fua_from;
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -541,7 +557,11 @@ impl Core {
             }
         };
         self.pending[slot] = Some(pending);
-        for io in ios {
+        for (i, io) in ios.iter().enumerate() {
+            let op = match op {
+                Op::Write { .. } if fua_from.is_some_and(|f| i >= f) => Op::Write { fua: true },
+                op => op,
+            };
             let (id, depth) = {
                 let mut drive = lock(&v.slots[io.member].drive);
                 let id = drive.enqueue(t, op, io.member_offset, io.len, class, None);
