@@ -3,7 +3,7 @@
 //! test with hot copies (reads return the last acknowledged write; every current copy equals
 //! its home's newest bytes).
 
-use super::tests::{asleep, Disks, MEMBER, SU};
+use super::tests::{asleep, flush, Disks, MEMBER, SU};
 use super::*;
 use crate::layout::LayoutOptions;
 use crate::synth::Rng;
@@ -19,6 +19,18 @@ fn mirrored(members: usize) -> Qmd {
         options: LayoutOptions::from_pairs([("mirror_bytes", MIRROR.to_string())]).unwrap(),
     })
     .unwrap()
+}
+
+/// The agent starts again: the journal replayed, the address blocks read from `disks`.
+fn restart_mirrored(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
+    let l = mirrored(members);
+    l.replay(None, journal).unwrap();
+    l.replay_blocks(&mut |m, off, len| {
+        let end = off.checked_add(len).filter(|&e| e <= MEMBER)?;
+        Some(disks.0[m][off as usize..end as usize].to_vec())
+    })
+    .unwrap();
+    l
 }
 
 fn plain(members: usize) -> Qmd {
@@ -239,9 +251,9 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
                     l.complete(&w);
                     let recs = l.journal_records(&w);
                     if rng.next().is_multiple_of(30) {
-                        // Killed after the data landed, before its records were durable.
-                        l = mirrored(members);
-                        l.replay(None, &journal).unwrap();
+                        // Killed after the data landed, before the flush that would have
+                        // acknowledged it.
+                        l = restart_mirrored(members, &journal, &disks);
                         crashes += 1;
                         for (_, pair, home, n) in l.map(offset, len) {
                             let r = home as usize..(home + n) as usize;
@@ -259,6 +271,8 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
                             }
                         }
                         journal.extend(l.journal_records(&Plan::default()));
+                        journal.extend(flush(&l, &mut disks, &views));
+                        l.committed();
                         let mut now = vec![0u8; len as usize];
                         let r = l.plan(IoKind::Read, offset, len, &views).unwrap();
                         disks.run(&r, &mut now);
@@ -271,8 +285,11 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
                         model[offset as usize..(offset + len) as usize].copy_from_slice(&now);
                         continue;
                     }
+                    // The flush that acknowledges the write.
                     journal.extend(recs);
+                    journal.extend(flush(&l, &mut disks, &views));
                     l.committed();
+                    journal.extend(l.journal_records(&Plan::default()));
                     model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
                 }
                 40..=74 => {
@@ -303,13 +320,13 @@ fn hot_copies_serve_a_sleeping_pair_and_survive_crashes() {
                 75..=94 => {
                     l.next_wakeup(step as f64);
                     journal.extend(background_step(&l, &mut disks, &views));
+                    journal.extend(flush(&l, &mut disks, &views));
                     l.committed();
                     journal.extend(l.journal_records(&Plan::default()));
                 }
                 _ => {
                     // Killed between requests: copies are stale until copied again.
-                    l = mirrored(members);
-                    l.replay(None, &journal).unwrap();
+                    l = restart_mirrored(members, &journal, &disks);
                     assert!(lock(&l.state).mirrors.copies.values().all(|c| !c.current));
                     crashes += 1;
                 }

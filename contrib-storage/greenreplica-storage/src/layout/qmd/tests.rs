@@ -61,7 +61,7 @@ impl Disks {
 
 /// A volume flush on `disks`: the address blocks land on the flash member, then the root
 /// records they yield are the journal's (returned, to be appended and committed).
-fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<LayoutRecord> {
+pub(super) fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<LayoutRecord> {
     for b in l.metadata_blocks(views) {
         disks.0[b.member][b.offset as usize..][..b.bytes.len()].copy_from_slice(&b.bytes);
     }
