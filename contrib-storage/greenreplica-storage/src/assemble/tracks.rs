@@ -40,7 +40,9 @@ pub(super) fn member_tracks(
         .enumerate()
         .map(|(i, (store, m))| {
             let context = || format!("volume {name}: member {i}: track boundaries");
-            if let Some((map, sector_bytes)) = stored::load(store.as_ref()).with_context(context)? {
+            if let Some((map, sector_bytes)) =
+                stored::load_within(store.as_ref(), member_bytes).with_context(context)?
+            {
                 return Ok(MemberTracks {
                     map,
                     sector_bytes,
