@@ -174,7 +174,11 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let l: Box<dyn layout::Personality> = if opts.layout.name() == layout::raid5_tracks::NAME {
-            Box::new(layout::Raid5Tracks::with_tracks(maps, member_bytes)?)
+            Box::new(layout::Raid5Tracks::with_options(
+                maps,
+                member_bytes,
+                &opts.layout_options,
+            )?)
         } else {
             Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
         };

@@ -80,7 +80,11 @@ pub(super) fn layout(
         .map(|t| t.map.scaled(u64::from(t.sector_bytes)))
         .collect::<Result<Vec<_>>>()?;
     let layout: Box<dyn Personality> = if spec.layout.name() == raid5_tracks::NAME {
-        Box::new(Raid5Tracks::with_tracks(maps, member_bytes)?)
+        Box::new(Raid5Tracks::with_options(
+            maps,
+            member_bytes,
+            &spec.layout_options,
+        )?)
     } else {
         Box::new(Raid0Tracks::with_tracks(maps, member_bytes)?)
     };

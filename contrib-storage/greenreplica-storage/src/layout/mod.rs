@@ -460,6 +460,25 @@ pub trait Personality: Send + Sync + fmt::Debug {
             .unwrap_or(member)
     }
 
+    /// Resync and scrub compare a sync group in a sync space where the bytes that depend on
+    /// each other share offsets. A layout whose stripe units sit at different member offsets
+    /// (raid5-tracks' per-member rows) maps it: member `member`'s pieces (member offset,
+    /// length) of sync bytes `offset..offset+len`, in order. Default: the same bytes.
+    fn sync_pieces(&self, _member: usize, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        vec![(offset, len)]
+    }
+
+    /// The sync space's size. Default: the member data bytes.
+    fn sync_bytes(&self) -> u64 {
+        self.member_data_bytes()
+    }
+
+    /// The sync bytes whose pieces hold every member's bytes `start..end` (a dirty region of
+    /// the write-intent bitmap, in member offsets). Default: the same bytes.
+    fn sync_range(&self, start: u64, end: u64) -> (u64, u64) {
+        (start, end)
+    }
+
     /// Refuse requests beyond the volume.
     fn check_range(&self, offset: u64, len: u64) -> Result<(), LayoutError> {
         if offset
