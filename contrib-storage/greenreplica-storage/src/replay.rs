@@ -165,8 +165,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let member_bytes = opts.member_bytes.unwrap_or(profile.capacity_bytes);
     // Track-aligned layouts: member i is unit i of the model, and its chunks are that
     // unit's tracks.
-    let tracks =
-        [layout::raid0_tracks::NAME, layout::raid5_tracks::NAME].contains(&opts.layout.name());
+    let tracks = [
+        layout::raid0_tracks::NAME,
+        layout::raid5_tracks::NAME,
+        layout::raid10_tracks::NAME,
+    ]
+    .contains(&opts.layout.name());
     let layout: Box<dyn layout::Personality> = if tracks {
         let maps = (0..opts.members)
             .map(|i| {
@@ -179,6 +183,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
                 member_bytes,
                 &opts.layout_options,
             )?)
+        } else if opts.layout.name() == layout::raid10_tracks::NAME {
+            Box::new(layout::Raid10Tracks::with_tracks(maps, member_bytes)?)
         } else {
             Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
         };

@@ -9,7 +9,7 @@ use super::tests::{dyn_stores, MEMBER};
 use super::*;
 use crate::clock::VirtualClock;
 use crate::layout::raid5_tracks::Stripe;
-use crate::layout::{Personality, Raid0Tracks, Raid5Tracks};
+use crate::layout::{Personality, Raid0Tracks, Raid10Tracks, Raid5Tracks};
 use crate::ledger::Ledger;
 use crate::member::memory::MemMember;
 use crate::policy::PolicySpec;
@@ -47,6 +47,7 @@ fn member_tracks(i: u64, seed: u64) -> TrackMap {
 enum Shape {
     Raid0,
     Raid5(Stripe),
+    Raid10,
 }
 
 fn volume_over(stores: &[Arc<MemMember>], shape: Shape) -> Volume {
@@ -62,6 +63,7 @@ fn volume_over(stores: &[Arc<MemMember>], shape: Shape) -> Volume {
     let layout: Box<dyn Personality> = match shape {
         Shape::Raid5(stripe) => Box::new(Raid5Tracks::with_stripe(maps, bytes, stripe).unwrap()),
         Shape::Raid0 => Box::new(Raid0Tracks::with_tracks(maps, bytes).unwrap()),
+        Shape::Raid10 => Box::new(Raid10Tracks::with_tracks(maps, bytes).unwrap()),
     };
     let profile = Arc::new(DriveProfile::load("test-fast").unwrap());
     let slots = dyn_stores(stores)
@@ -106,6 +108,34 @@ fn per_member_raid5_returns_the_last_write_over_members_of_different_track_sizes
     returns_the_last_write(Shape::Raid5(Stripe::PerMember), &[3, 4, 5]);
 }
 
+/// Track-aligned RAID10 (each mirror's rows on its own tracks): the same, and at the end
+/// both mirrors of every pair hold the same rows at their own track offsets.
+#[test]
+fn track_aligned_raid10_returns_the_last_write_over_mirrors_of_different_track_sizes() {
+    returns_the_last_write(Shape::Raid10, &[2, 4]);
+}
+
+fn check_mirrors(stores: &[Arc<MemMember>], tracks: &[TrackMap]) {
+    let bytes = MEMBER as u64 - DATA_OFFSET;
+    let l = Raid10Tracks::with_tracks(tracks.to_vec(), bytes).unwrap();
+    let data: Vec<Vec<u8>> = stores
+        .iter()
+        .map(|m| lock(&m.bytes)[DATA_OFFSET as usize..].to_vec())
+        .collect();
+    for p in 0..stores.len() / 2 {
+        for (k, &len) in l.row_lens(p).iter().enumerate() {
+            let row = |m: usize| {
+                let at = l.member_rows(m)[k] as usize;
+                &data[m][at..at + len as usize]
+            };
+            assert!(
+                row(2 * p) == row(2 * p + 1),
+                "pair {p} row {k}: mirrors equal"
+            );
+        }
+    }
+}
+
 /// Every row of a per-member RAID5 over these members XORs to zero (parity right), read
 /// from the members' own bytes at each member's track starts.
 fn check_rows(stores: &[Arc<MemMember>], tracks: &[TrackMap]) {
@@ -143,10 +173,21 @@ fn stores_with_tracks(members: u64, seed: u64) -> (Vec<Arc<MemMember>>, Vec<Trac
 /// byte still reads back; the scrub (units side by side) finds nothing to repair.
 #[test]
 fn per_member_raid5_rebuilds_a_failed_member() {
-    for members in [3u64, 5] {
+    rebuilds_a_failed_member(Shape::Raid5(Stripe::PerMember), &[3, 5]);
+}
+
+/// The same for track-aligned RAID10: the replacement's rows are copied from its mirror's
+/// own track offsets.
+#[test]
+fn track_aligned_raid10_rebuilds_a_failed_mirror() {
+    rebuilds_a_failed_member(Shape::Raid10, &[2, 4]);
+}
+
+fn rebuilds_a_failed_member(shape: Shape, counts: &[u64]) {
+    for &members in counts {
         let seed = 11 + members;
         let (stores, tracks) = stores_with_tracks(members, seed);
-        let v = volume_over(&stores, Shape::Raid5(Stripe::PerMember));
+        let v = volume_over(&stores, shape);
         let cap = v.capacity();
         let mut rng = Rng(seed);
         let data: Vec<u8> = (0..cap).map(|_| rng.next() as u8).collect();
@@ -166,7 +207,10 @@ fn per_member_raid5_rebuilds_a_failed_member() {
         while v.rebuild_step(lost, 1 << 18).unwrap().is_some() {}
         let mut all = stores.clone();
         all[lost] = fresh;
-        check_rows(&all, &tracks);
+        match shape {
+            Shape::Raid10 => check_mirrors(&all, &tracks),
+            _ => check_rows(&all, &tracks),
+        }
         v.fail_member(
             (lost + 1) % members as usize,
             "test: lost after the rebuild",
@@ -228,8 +272,10 @@ fn returns_the_last_write(shape: Shape, counts: &[u64]) {
             v.read(0, &mut all).unwrap();
             assert!(all == model, "{members} members, seed {seed}: whole volume");
             assert_eq!(v.scrub(false).unwrap().mismatched_chunks, 0);
-            if matches!(shape, Shape::Raid5(Stripe::PerMember)) {
-                check_rows(&stores, &tracks);
+            match shape {
+                Shape::Raid5(Stripe::PerMember) => check_rows(&stores, &tracks),
+                Shape::Raid10 => check_mirrors(&stores, &tracks),
+                _ => {}
             }
         }
     }
