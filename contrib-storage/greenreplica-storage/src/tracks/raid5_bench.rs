@@ -14,7 +14,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::map::TrackMap;
-use super::volume_bench::{rounds, volume};
+use super::volume_bench::{aligned_and_fixed, mean_track, rounds, volume};
 use crate::layout::raid5_tracks::{Stripe, FILL_PARITY_READ};
 use crate::layout::{Personality, Raid5Tracks};
 use crate::profile::DriveProfile;
@@ -96,18 +96,8 @@ pub fn run(
     samples: usize,
     seed: u64,
 ) -> Result<Raid5Striping> {
-    let region = maps.iter().map(TrackMap::sectors).min().unwrap_or(0);
-    let tracks: usize = maps.iter().map(TrackMap::tracks).sum();
-    let sectors: u64 = maps.iter().map(TrackMap::sectors).sum();
-    let chunk = (sectors / tracks.max(1) as u64).max(8);
-    let bytes = region * SECTOR;
-    let aligned_maps = maps
-        .iter()
-        .map(|m| m.scaled(SECTOR))
-        .collect::<Result<Vec<_>>>()?;
-    let fixed: Vec<u64> = (1..region / chunk).map(|k| k * chunk * SECTOR).collect();
-    let fixed_map = TrackMap::new(&fixed, (region / chunk) * chunk * SECTOR)?;
-    let conventional_maps = vec![fixed_map; maps.len()];
+    let chunk = mean_track(maps).max(8);
+    let (bytes, aligned_maps, conventional_maps) = aligned_and_fixed(maps, chunk)?;
     let conventional = || aligned(&conventional_maps, bytes, false);
     let target = chunk * SECTOR;
     let conv_windows = windows(&conventional()?, target);
