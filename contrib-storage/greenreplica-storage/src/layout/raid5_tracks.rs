@@ -723,11 +723,11 @@ impl Personality for Raid5Tracks {
 
     fn sync_pieces(&self, member: usize, offset: u64, len: u64) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        let end = offset + len;
+        let end = offset.saturating_add(len).min(self.sync_bytes());
         let mut at = offset;
         while at < end {
             let s = self.stripe_of_sync(at);
-            let n = self.sync_starts[s + 1].max(at + 1).min(end) - at;
+            let n = self.sync_starts[s + 1].min(end) - at;
             let real = self.at(member, s) + (at - self.sync_starts[s]);
             match out.last_mut() {
                 Some(last) if last.0 + last.1 == real => last.1 += n,
