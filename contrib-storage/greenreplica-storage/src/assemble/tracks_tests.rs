@@ -284,3 +284,33 @@ fn a_track_aligned_raid10_resyncs_a_torn_mirror_after_a_crash() {
     drop(v);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A replacement of another unit (other tracks) keeps the list its data was placed by: it is
+/// stored on it at `replace_member`, so the volume is reassembled with the same layout and
+/// every byte reads back (without it the replacement's own model gave other tracks).
+#[test]
+fn a_replacement_keeps_the_boundary_list_its_data_was_placed_by() {
+    let dir = tmp("replace-list");
+    let mut s = raid5_spec(&dir);
+    s.layout_options = LayoutOptions::from_pairs([("stripe", "per_member")]).unwrap();
+    let v = open(&s, &dir).unwrap();
+    let cap = v.capacity();
+    let data: Vec<u8> = (0..cap).map(|i| (i % 229) as u8).collect();
+    v.write(0, &data).unwrap();
+    v.fail_member(1, "test: lost");
+    let fresh = dir.join("fresh.img");
+    let store = FileMember::open_or_create(MemberKind::File, &fresh, 16 << 20).unwrap();
+    v.replace_member(1, Arc::new(store)).unwrap();
+    while v.rebuild_step(1, 1 << 20).unwrap().is_some() {}
+    drop(v);
+    s.members[1].path = fresh;
+    // Member 1 was unit 2 (599,040-byte first track); unit 3's is 559,104 bytes.
+    s.members[1].drive_seed = Some(3);
+    let v = open(&s, &dir).unwrap();
+    assert_eq!(v.capacity(), cap);
+    let mut back = vec![0u8; cap as usize];
+    v.read(0, &mut back).unwrap();
+    assert!(back == data, "every byte where the layout placed it");
+    drop(v);
+    std::fs::remove_dir_all(dir).unwrap();
+}

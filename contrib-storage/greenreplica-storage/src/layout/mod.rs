@@ -432,6 +432,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// A replacement went into `member`'s slot: a rebuild starts from nothing.
     fn member_replaced(&self, _member: usize) {}
 
+    /// What the layout keeps in member `member`'s metadata area, as (member byte offset,
+    /// bytes), written onto a replacement so that it is reassembled as the member it
+    /// replaced (track layouts: the boundary list the data was placed by).
+    fn member_metadata(&self, _member: usize) -> Vec<(u64, Vec<u8>)> {
+        Vec::new()
+    }
+
     /// Rebuild: the member bytes `(offset, len)` to copy next onto rebuilding `member`, of
     /// which everything below `watermark` is valid. Default: the next `chunk` bytes in
     /// order (MD's PR); IDO takes hot zones first.

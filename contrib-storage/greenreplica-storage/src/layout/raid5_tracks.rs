@@ -825,6 +825,13 @@ impl Personality for Raid5Tracks {
         })
     }
 
+    fn member_metadata(&self, member: usize) -> Vec<(u64, Vec<u8>)> {
+        self.members
+            .get(member)
+            .map(crate::tracks::stored::metadata_of)
+            .unwrap_or_default()
+    }
+
     fn survives(&self, valid: &[bool]) -> bool {
         let missing = (0..self.members.len())
             .filter(|&m| !valid.get(m).copied().unwrap_or(false))

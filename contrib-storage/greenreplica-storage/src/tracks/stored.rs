@@ -147,6 +147,21 @@ pub fn decode_within(
     Ok(Some((TrackMap::from_run_lengths(&kept)?, sector_bytes)))
 }
 
+/// The metadata-area bytes of a map in bytes (a layout's), in 512-byte sectors: what a
+/// replacement keeps so that it is reassembled with the tracks its data was placed by.
+pub fn metadata_of(map: &TrackMap) -> Vec<(u64, Vec<u8>)> {
+    let sectors = (1..map.tracks())
+        .map(|i| map.start(i) / 512)
+        .collect::<Vec<_>>();
+    TrackMap::new(&sectors, map.sectors() / 512)
+        .and_then(|m| encode(&m, 512))
+        .map(|bytes| vec![(STORED_AT, bytes)])
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot encode a member's boundary list");
+            Vec::new()
+        })
+}
+
 /// Keep `map` in `member`'s metadata area.
 pub fn store(member: &dyn Member, map: &TrackMap, sector_bytes: u32) -> Result<()> {
     let bytes = encode(map, sector_bytes)?;
