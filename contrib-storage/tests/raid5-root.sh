@@ -80,7 +80,7 @@ if os.environ["STRIPE"] == "per_member":
         f.seek(64 << 10)
         head = f.read(36)
         if head[:8] != b"GRTRACKS":
-            sys.exit(2)  # no list stored yet (a replacement gets it at the next assembly)
+            sys.exit(2)  # no list stored (the caller says so)
         sector, runs = struct.unpack_from("<II", head, 12)
         used = (os.fstat(f.fileno()).st_size - (1 << 20)) // sector
         starts, at = [], 0
@@ -327,7 +327,7 @@ else
 	parity_of_images
 	case $? in
 	0) pass "the member images agree: every stripe's parity is the XOR of its data" ;;
-	2) skip "the member images agree: every stripe's parity is the XOR of its data" "the replacement stores its boundary list at the next assembly (scrub checked it; the crash rounds check the images)" ;;
+	2) skip "the member images agree: every stripe's parity is the XOR of its data" "a member has no stored boundary list (scrub checked it)" ;;
 	*) fail "the member images agree: every stripe's parity is the XOR of its data" "some 1 MiB block's XOR is not zero" ;;
 	esac
 fi
