@@ -35,6 +35,8 @@ check)
 		LAYOUT=raid6 ROUNDS=3 bash tests/raid5-root.sh
 		say "storage agent: track-aligned RAID5 under PostgreSQL (raid5-tracks, a member rebuilt, kill -9 x3)"
 		LAYOUT=raid5-tracks ROUNDS=3 bash tests/raid5-root.sh
+		say "storage agent: track-aligned RAID5, rows on each member's own tracks (stripe = per_member, kill -9 x3)"
+		LAYOUT=raid5-tracks STRIPE=per_member ROUNDS=3 bash tests/raid5-root.sh
 		say "storage agent: RoLo-P under PostgreSQL (rotations, the on-duty logger failed and rebuilt, kill -9 x3)"
 		LAYOUT=rolo-p ROUNDS=3 bash tests/raid5-root.sh
 	fi

@@ -15,7 +15,10 @@ extraction, against the track-alignment paper's figures:
     personality over fixed chunks, event core in virtual time), 1-16 readers in rounds;
   - track-aligned vs conventional RAID5 through the engine (raid5-tracks, with and without the
     filled-in parity read, vs RAID5 with track-sized chunks), five units as in the paper, and
-    five drives of one unit (equal track sizes), 1-16 readers (paper +57 %, 3.3x scaling);
+    five drives of one unit (equal track sizes), 1-16 readers (paper +57 %, 3.3x scaling),
+    and the paper's per-member rows (`stripe = per_member`) on the five units;
+  - track-aligned vs conventional RAID10 through the engine (raid10-tracks: each mirror's
+    rows on its own tracks), two pairs of differing units, 1-16 readers;
   - extraction time of whole units (the paper: ~7 minutes by SCSI address translation).
 
 Writes bench/results/tracks.json and tracks.png.
@@ -63,7 +66,7 @@ def main():
     (RESULTS / "tracks.json").write_text(json.dumps(stored, separators=(",", ":")) + "\n"
                                          if len(text) > 200_000 else text + "\n")
 
-    fig, ax = plt.subplots(2, 4, figsize=(22, 8))
+    fig, ax = plt.subplots(2, 5, figsize=(27, 8))
     c = r["crossing"]
     xs = [p[0] for p in c["points"]]
     ys = [p[1] for p in c["points"]]
@@ -144,6 +147,37 @@ def main():
     ax[1][3].set_title(f"volume engine RAID5 (paper +57 %): 5 units x{r5['rounds'][0]['gain']:.2f},"
                        f"\none unit x5 x{same[0]['gain']:.2f} (1 reader)")
     ax[1][3].legend(fontsize=6)
+    rr = r5["rounds"]
+    xs = [x["readers"] for x in rr]
+    ax[0][4].plot(xs, [x["conventional_mb_s"] for x in rr], "o-",
+                  label=f"raid5, {r5['conventional_chunk_sectors']}-sector chunks")
+    ax[0][4].plot(xs, [x["track_aligned_mb_s"] for x in rr], "o-",
+                  label=f"raid5-tracks equal_offset (~{r5['aligned_mean_chunk_sectors']:.0f}-sector "
+                        "stripes)")
+    ax[0][4].plot(xs, [x["per_member_mb_s"] for x in rr], "o-",
+                  label=f"raid5-tracks per_member (~{r5['per_member_mean_chunk_sectors']:.0f}-sector "
+                        f"rows, {r5['per_member_unused_pct']:.1f} % unused)")
+    ax[0][4].set_xscale("log", base=2)
+    ax[0][4].set_xlabel("readers (rounds of ~one-track-per-member reads)")
+    ax[0][4].set_ylabel("MB/s")
+    ax[0][4].set_title(f"RAID5, 5 units of differing tracks (paper +57 %):\n"
+                       f"per_member x{rr[0]['per_member_gain']:.2f}, equal_offset "
+                       f"x{rr[0]['gain']:.2f} (1 reader)")
+    ax[0][4].legend(fontsize=6)
+    r10 = r["raid10_striping"]
+    rr = r10["rounds"]
+    xs = [x["readers"] for x in rr]
+    ax[1][4].plot(xs, [x["conventional_mb_s"] for x in rr], "o-",
+                  label=f"{r10['conventional_chunk_sectors']}-sector chunks")
+    ax[1][4].plot(xs, [x["track_aligned_mb_s"] for x in rr], "o-",
+                  label=f"raid10-tracks (~{r10['aligned_mean_chunk_sectors']:.0f}-sector rows, "
+                        f"{r10['unused_pct']:.1f} % unused)")
+    ax[1][4].set_xscale("log", base=2)
+    ax[1][4].set_xlabel("readers (rounds of one-chunk reads)")
+    ax[1][4].set_ylabel("MB/s")
+    ax[1][4].set_title(f"RAID10, 2 pairs of differing mirrors:\n"
+                       f"x{rr[0]['gain']:.2f} (1 reader) -> x{rr[-1]['gain']:.2f} (16)")
+    ax[1][4].legend(fontsize=6)
     fig.suptitle(f"Track alignment, {r['profile']} unit {r['unit']} (virtual time)")
     fig.tight_layout()
     fig.savefig(RESULTS / "tracks.png", dpi=110)
@@ -164,6 +198,16 @@ def main():
                for x in case["rounds"]]
         for name, case in (("five_units", r5), ("one_unit", r5["same_unit"]))}
     summary["raid5_mean_chunk_sectors"] = round(r5["aligned_mean_chunk_sectors"], 1)
+    summary["raid5_per_member"] = {
+        "mean_chunk_sectors": round(r5["per_member_mean_chunk_sectors"], 1),
+        "unused_pct": round(r5["per_member_unused_pct"], 2),
+        "readers": [(x["readers"], round(x["conventional_mb_s"], 1), round(x["per_member_mb_s"], 1),
+                     round(x["per_member_gain"], 2)) for x in r5["rounds"]]}
+    summary["raid10_readers"] = {
+        "mean_chunk_sectors": round(r10["aligned_mean_chunk_sectors"], 1),
+        "unused_pct": round(r10["unused_pct"], 2),
+        "readers": [(x["readers"], round(x["conventional_mb_s"], 1),
+                     round(x["track_aligned_mb_s"], 1), round(x["gain"], 2)) for x in r10["rounds"]]}
     summary["matches_model"] = all(x["matches_model"] for x in e)
     print(json.dumps(summary, indent=1))
 

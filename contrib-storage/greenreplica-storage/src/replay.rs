@@ -167,8 +167,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let member_bytes = opts.member_bytes.unwrap_or(profile.capacity_bytes);
     // Track-aligned layouts: member i is unit i of the model, and its chunks are that
     // unit's tracks.
-    let tracks =
-        [layout::raid0_tracks::NAME, layout::raid5_tracks::NAME].contains(&opts.layout.name());
+    let tracks = [
+        layout::raid0_tracks::NAME,
+        layout::raid5_tracks::NAME,
+        layout::raid10_tracks::NAME,
+    ]
+    .contains(&opts.layout.name());
     let layout: Box<dyn layout::Personality> = if tracks {
         let maps = (0..opts.members)
             .map(|i| {
@@ -176,7 +180,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let l: Box<dyn layout::Personality> = if opts.layout.name() == layout::raid5_tracks::NAME {
-            Box::new(layout::Raid5Tracks::with_tracks(maps, member_bytes)?)
+            Box::new(layout::Raid5Tracks::with_options(
+                maps,
+                member_bytes,
+                &opts.layout_options,
+            )?)
+        } else if opts.layout.name() == layout::raid10_tracks::NAME {
+            Box::new(layout::Raid10Tracks::with_tracks(maps, member_bytes)?)
         } else {
             Box::new(layout::Raid0Tracks::with_tracks(maps, member_bytes)?)
         };
@@ -476,6 +486,45 @@ mod tests {
         std::fs::remove_file(path).unwrap();
         let reads: Vec<u64> = r.members.iter().map(|m| m.figures.reads).collect();
         assert_eq!(reads.iter().sum::<u64>(), 2, "{reads:?}");
+    }
+
+    /// `--layout-option stripe=per_member` reaches the replayed raid5-tracks: a read of
+    /// row 0's data reads every member once (its own track 0, the parity's filled in); and
+    /// a raid10-tracks replay reads pair 0's first row from one mirror, once.
+    #[test]
+    fn per_member_rows_and_raid10_tracks_replay_whole_rows() {
+        let maps: Vec<_> = (0..3)
+            .map(|i| {
+                layout::raid0_tracks::model_tracks("maxtor-atlas-10k-v", Some(i), 1 << 30).unwrap()
+            })
+            .collect();
+        let options = crate::layout::LayoutOptions::from_pairs([("stripe", "per_member")]).unwrap();
+        let l = layout::Raid5Tracks::with_options(maps.clone(), 1 << 30, &options).unwrap();
+        let row = 2 * l.unit_lens()[0];
+        let read = format!("0,h,0,Read,0,{row},0");
+        let path = trace("raid5-rows", &[read.as_str()]);
+        let mut opts = options_for(path.clone(), layout::raid5_tracks::NAME, 3);
+        opts.layout_options = options;
+        let r = replay(&opts).unwrap();
+        let reads: Vec<_> = r.members.iter().map(|m| m.figures.reads).collect();
+        assert_eq!(reads, vec![1, 1, 1]);
+        std::fs::remove_file(path).unwrap();
+        let l = layout::Raid10Tracks::with_tracks(maps[..2].to_vec(), 1 << 30).unwrap();
+        let read = format!("0,h,0,Read,0,{},0", l.row_lens(0)[0]);
+        let path = trace("raid10-rows", &[read.as_str()]);
+        let r = replay(&options_for(path.clone(), layout::raid10_tracks::NAME, 2)).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let reads: Vec<u64> = r.members.iter().map(|m| m.figures.reads).collect();
+        assert_eq!(reads.iter().sum::<u64>(), 1, "{reads:?}");
+    }
+
+    fn options_for(path: PathBuf, layout: &str, members: usize) -> ReplayOptions {
+        let mut opts = options(path, "always-on");
+        opts.profile = "maxtor-atlas-10k-v".into();
+        opts.layout = layout.parse().unwrap();
+        opts.members = members;
+        opts.member_bytes = Some(1 << 30);
+        opts
     }
 
     /// A track-aligned replay: member i is unit i, and a read of exactly the first track

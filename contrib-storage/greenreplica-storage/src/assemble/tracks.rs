@@ -10,7 +10,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::VolumeSpec;
-use crate::layout::{raid0_tracks, raid5_tracks, Personality, Raid0Tracks, Raid5Tracks};
+use crate::layout::{
+    raid0_tracks, raid10_tracks, raid5_tracks, Personality, Raid0Tracks, Raid10Tracks, Raid5Tracks,
+};
 use crate::member::Member;
 use crate::profile::DriveProfile;
 use crate::tracks::map::TrackMap;
@@ -18,7 +20,7 @@ use crate::tracks::stored;
 
 /// Whether the layout places chunks on member tracks.
 pub(super) fn wants_tracks(spec: &VolumeSpec) -> bool {
-    [raid0_tracks::NAME, raid5_tracks::NAME].contains(&spec.layout.name())
+    [raid0_tracks::NAME, raid5_tracks::NAME, raid10_tracks::NAME].contains(&spec.layout.name())
 }
 
 /// A member's tracks in sectors, and whether they still have to be stored.
@@ -40,7 +42,9 @@ pub(super) fn member_tracks(
         .enumerate()
         .map(|(i, (store, m))| {
             let context = || format!("volume {name}: member {i}: track boundaries");
-            if let Some((map, sector_bytes)) = stored::load(store.as_ref()).with_context(context)? {
+            if let Some((map, sector_bytes)) =
+                stored::load_within(store.as_ref(), member_bytes).with_context(context)?
+            {
                 return Ok(MemberTracks {
                     map,
                     sector_bytes,
@@ -78,7 +82,13 @@ pub(super) fn layout(
         .map(|t| t.map.scaled(u64::from(t.sector_bytes)))
         .collect::<Result<Vec<_>>>()?;
     let layout: Box<dyn Personality> = if spec.layout.name() == raid5_tracks::NAME {
-        Box::new(Raid5Tracks::with_tracks(maps, member_bytes)?)
+        Box::new(Raid5Tracks::with_options(
+            maps,
+            member_bytes,
+            &spec.layout_options,
+        )?)
+    } else if spec.layout.name() == raid10_tracks::NAME {
+        Box::new(Raid10Tracks::with_tracks(maps, member_bytes)?)
     } else {
         Box::new(Raid0Tracks::with_tracks(maps, member_bytes)?)
     };

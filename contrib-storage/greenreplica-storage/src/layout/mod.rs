@@ -15,6 +15,7 @@ mod pair_striped;
 mod qmd;
 pub mod raid0_tracks;
 mod raid10;
+pub mod raid10_tracks;
 mod raid56;
 pub mod raid5_tracks;
 mod registry;
@@ -32,6 +33,7 @@ pub use options::LayoutOptions;
 pub use qmd::{FlushParams as QmdFlushParams, Qmd};
 pub use raid0_tracks::Raid0Tracks;
 pub use raid10::Raid10;
+pub use raid10_tracks::Raid10Tracks;
 pub use raid56::Raid56;
 pub use raid5_tracks::Raid5Tracks;
 pub use registry::{build, build_with, LayoutKind, Registration, Shape, ShapeProblem, REGISTRY};
@@ -481,6 +483,13 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// A replacement went into `member`'s slot: a rebuild starts from nothing.
     fn member_replaced(&self, _member: usize) {}
 
+    /// What the layout keeps in member `member`'s metadata area, as (member byte offset,
+    /// bytes), written onto a replacement so that it is reassembled as the member it
+    /// replaced (track layouts: the boundary list the data was placed by).
+    fn member_metadata(&self, _member: usize) -> Vec<(u64, Vec<u8>)> {
+        Vec::new()
+    }
+
     /// Rebuild: the member bytes `(offset, len)` to copy next onto rebuilding `member`, of
     /// which everything below `watermark` is valid. Default: the next `chunk` bytes in
     /// order (MD's PR); IDO takes hot zones first.
@@ -526,6 +535,25 @@ pub trait Personality: Send + Sync + fmt::Debug {
             return None;
         }
         Some(boundaries::read_plan_cuts(self, offset, len, cap))
+    }
+
+    /// Resync and scrub compare a sync group in a sync space where the bytes that depend on
+    /// each other share offsets. A layout whose stripe units sit at different member offsets
+    /// (raid5-tracks' per-member rows) maps it: member `member`'s pieces (member offset,
+    /// length) of sync bytes `offset..offset+len`, in order. Default: the same bytes.
+    fn sync_pieces(&self, _member: usize, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        vec![(offset, len)]
+    }
+
+    /// The sync space's size. Default: the member data bytes.
+    fn sync_bytes(&self) -> u64 {
+        self.member_data_bytes()
+    }
+
+    /// The sync bytes whose pieces hold every member's bytes `start..end` (a dirty region of
+    /// the write-intent bitmap, in member offsets). Default: the same bytes.
+    fn sync_range(&self, start: u64, end: u64) -> (u64, u64) {
+        (start, end)
     }
 
     /// Refuse requests beyond the volume.

@@ -191,6 +191,13 @@ impl Personality for Raid0Tracks {
         mirror::reconcile(offset, group, len)
     }
 
+    fn member_metadata(&self, member: usize) -> Vec<(u64, Vec<u8>)> {
+        self.members
+            .get(member)
+            .map(crate::tracks::stored::metadata_of)
+            .unwrap_or_default()
+    }
+
     fn survives(&self, valid: &[bool]) -> bool {
         valid.len() == self.members.len() && valid.iter().all(|&v| v)
     }

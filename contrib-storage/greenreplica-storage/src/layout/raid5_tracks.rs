@@ -11,6 +11,16 @@
 //! discarded the data, so the member's track read is not fragmented by skipping its parity
 //! chunk. Option `fill_parity_read` (default true) does that.
 //!
+//! Option `stripe = per_member` is the paper's own scheme for members whose tracks differ:
+//! row `k` is track `k` of every member (its units at different member offsets), and its
+//! units are as long as the row's shortest track, since parity XORs units of one size (the
+//! paper: "use the smallest track size as the chunk unit, leading to about 10% of unused
+//! sectors for disks with larger track sizes"; here the smallest of each row, so a
+//! defect-shortened track shortens its own row only). The rest of a longer track is
+//! padding, never read or written, so no member I/O leaves a track and a row's read is one
+//! track-start-aligned read per member. A request locks every member's tracks of its rows;
+//! resync and scrub see a row's units side by side (`Personality::sync_pieces`).
+//!
 //! The parity arithmetic and its degraded paths are RAID5's own: each stripe is planned by
 //! an inner `Raid56` whose stripe `s` sits at virtual member offset `s * VIRTUAL_CHUNK`
 //! (its first `len(s)` bytes used), and the plan's member offsets are mapped back.
@@ -19,8 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::raid0_tracks::{model_tracks, DEFAULT_MODEL};
 use super::{
-    Buf, Compute, LayoutError, LayoutKind, MemberIo, MemberView, Personality, Plan, Reconcile,
-    Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
+    Buf, Compute, LayoutError, LayoutKind, LayoutOptions, MemberIo, MemberView, Personality, Plan,
+    Reconcile, Role, Shape, ShapeProblem, SyncCopy, SYNC_BLOCK,
 };
 use crate::layout::Raid56;
 use crate::parity::{Geometry, Level};
@@ -31,13 +41,49 @@ use crate::tracks::map::TrackMap;
 pub const NAME: &str = "raid5-tracks";
 /// The option that fills in the parity member's read of a fully read stripe.
 pub const FILL_PARITY_READ: &str = "fill_parity_read";
+/// The option that places stripes: `equal_offset` (default) or `per_member`.
+pub const STRIPE: &str = "stripe";
+
+/// Where a stripe's units sit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stripe {
+    /// At one member offset, ending at the first boundary of any member.
+    EqualOffset,
+    /// Row `k` on track `k` of every member, as long as the row's shortest track.
+    PerMember,
+}
+
+impl Stripe {
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "equal_offset" => Ok(Self::EqualOffset),
+            "per_member" => Ok(Self::PerMember),
+            other => Err(format!(
+                "{STRIPE} = {other:?}: it is equal_offset or per_member"
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::EqualOffset => "equal_offset",
+            Self::PerMember => "per_member",
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Raid5Tracks {
     kind: LayoutKind,
     members: Vec<TrackMap>,
-    /// Member offset where each stripe starts (the same on every member), then the end.
-    starts: Vec<u64>,
+    stripe: Stripe,
+    /// Per member, the member offset where each stripe's unit starts, then the end of the
+    /// member's last stripe (the same on every member with equal offsets).
+    starts: Vec<Vec<u64>>,
+    /// Each stripe's unit length (the same on every member).
+    lens: Vec<u64>,
+    /// Where each stripe starts in the sync space (units side by side), then its size.
+    sync_starts: Vec<u64>,
     /// Volume offset where each stripe's data starts, then the capacity.
     data_starts: Vec<u64>,
     /// Plans one stripe at a time in virtual member offsets.
@@ -66,43 +112,59 @@ impl Raid5Tracks {
         let maps = (0..shape.members)
             .map(|i| model_tracks(DEFAULT_MODEL, Some(i as u64), shape.member_bytes))
             .collect::<Result<Vec<_>, _>>()?;
-        Self::with_tracks(maps, shape.member_bytes)
+        Self::with_options(maps, shape.member_bytes, &shape.options)
     }
 
-    /// Over members with these tracks (in bytes), using at most `member_bytes` of each.
+    /// Over members with these tracks (in bytes), stripes placed as the layout options'
+    /// `stripe` says (assembly and replay, whose tracks come from elsewhere).
+    pub fn with_options(
+        maps: Vec<TrackMap>,
+        member_bytes: u64,
+        options: &LayoutOptions,
+    ) -> Result<Self, LayoutError> {
+        let stripe = options
+            .get(STRIPE)
+            .map_or(Ok(Stripe::EqualOffset), Stripe::parse)
+            .map_err(shape_error)?;
+        Self::with_stripe(maps, member_bytes, stripe)
+    }
+
+    /// Over members with these tracks (in bytes), using at most `member_bytes` of each,
+    /// stripes at equal member offsets.
     pub fn with_tracks(maps: Vec<TrackMap>, member_bytes: u64) -> Result<Self, LayoutError> {
+        Self::with_stripe(maps, member_bytes, Stripe::EqualOffset)
+    }
+
+    /// Over members with these tracks (in bytes), stripes placed as `stripe` says.
+    pub fn with_stripe(
+        maps: Vec<TrackMap>,
+        member_bytes: u64,
+        stripe: Stripe,
+    ) -> Result<Self, LayoutError> {
         Self::check(maps.len(), 65536).map_err(|p| shape_error(p.problem))?;
-        let end = maps
-            .iter()
-            .map(TrackMap::sectors)
-            .min()
-            .unwrap_or(0)
-            .min(member_bytes);
-        // Each stripe ends at the nearest track boundary of any member.
-        let mut starts = vec![0u64];
-        let mut at = 0;
-        loop {
-            let next = maps.iter().map(|m| m.track(at).2).min().unwrap_or(at);
-            if next <= at || next > end {
-                break;
-            }
-            starts.push(next);
-            at = next;
-        }
-        if starts.len() < 2 {
+        let (starts, lens) = match stripe {
+            Stripe::EqualOffset => equal_offset_stripes(&maps, member_bytes),
+            Stripe::PerMember => per_member_rows(&maps, member_bytes),
+        };
+        if lens.is_empty() {
             return Err(shape_error(format!(
                 "no whole stripe of tracks fits the members' {member_bytes} data bytes"
             )));
         }
         let k = (maps.len() - 1) as u64;
-        let mut data_starts = vec![0u64];
-        for w in starts.windows(2) {
-            let last = data_starts.last().copied().unwrap_or(0);
-            data_starts.push(last + k * (w[1] - w[0]));
-        }
-        let longest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let prefix = |step: u64| {
+            let mut out = vec![0u64];
+            for &l in &lens {
+                let last = out.last().copied().unwrap_or(0);
+                out.push(last + step * l);
+            }
+            out
+        };
+        let data_starts = prefix(k);
+        let sync_starts = prefix(1);
+        let longest = lens.iter().copied().max().unwrap_or(0);
         let virtual_chunk = longest.max(4096).next_power_of_two();
-        let stripes = (starts.len() - 1) as u64;
+        let stripes = lens.len() as u64;
         let inner = Raid56::new(
             Level::Raid5,
             &Shape {
@@ -123,7 +185,10 @@ impl Raid5Tracks {
         Ok(Self {
             kind,
             members: maps,
+            stripe,
             starts,
+            lens,
+            sync_starts,
             data_starts,
             inner,
             geometry,
@@ -137,9 +202,23 @@ impl Raid5Tracks {
         &self.members
     }
 
-    /// Member offsets where the stripes start, then where the last one ends.
+    /// Member 0's offsets where the stripes start, then where the last one ends.
     pub fn stripe_starts(&self) -> &[u64] {
-        &self.starts
+        &self.starts[0]
+    }
+
+    /// Member `m`'s offsets where the stripes start, then where its last one ends.
+    pub fn member_stripe_starts(&self, m: usize) -> &[u64] {
+        &self.starts[m]
+    }
+
+    /// Each stripe's unit length.
+    pub fn unit_lens(&self) -> &[u64] {
+        &self.lens
+    }
+
+    pub fn stripe(&self) -> Stripe {
+        self.stripe
     }
 
     fn k(&self) -> u64 {
@@ -147,7 +226,16 @@ impl Raid5Tracks {
     }
 
     fn stripe_len(&self, s: usize) -> u64 {
-        self.starts[s + 1] - self.starts[s]
+        self.lens[s]
+    }
+
+    fn stripes(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Where member `m`'s unit of stripe `s` starts.
+    fn at(&self, m: usize, s: usize) -> u64 {
+        self.starts[m][s]
     }
 
     /// The stripe holding volume offset `v`.
@@ -155,9 +243,19 @@ impl Raid5Tracks {
         self.data_starts.partition_point(|&d| d <= v).max(1) - 1
     }
 
-    /// The stripe holding member offset `m`.
-    fn stripe_of_member(&self, m: u64) -> usize {
-        self.starts.partition_point(|&s| s <= m).max(1) - 1
+    /// The stripe whose track holds member `m`'s offset `offset` (its unit, or the padding
+    /// after it); `stripes()` past the last one.
+    fn stripe_of_member(&self, m: usize, offset: u64) -> usize {
+        let starts = &self.starts[m];
+        if offset >= starts[starts.len() - 1] {
+            return self.stripes();
+        }
+        starts.partition_point(|&s| s <= offset).max(1) - 1
+    }
+
+    /// The stripe holding sync offset `offset`.
+    fn stripe_of_sync(&self, offset: u64) -> usize {
+        (self.sync_starts.partition_point(|&s| s <= offset).max(1) - 1).min(self.stripes() - 1)
     }
 
     /// `offset..offset+len` as pieces inside one chunk each: (stripe, data index, offset in
@@ -178,27 +276,36 @@ impl Raid5Tracks {
         out
     }
 
-    /// A real member offset as the inner layout's, and back.
-    fn to_virtual(&self, member_offset: u64) -> u64 {
-        let s = self.stripe_of_member(member_offset);
-        s as u64 * self.virtual_chunk + (member_offset - self.starts[s])
+    /// Member `m`'s real offset as the inner layout's (padding: the next stripe's start),
+    /// and back.
+    fn to_virtual(&self, m: usize, member_offset: u64) -> u64 {
+        let s = self.stripe_of_member(m, member_offset);
+        if s >= self.stripes() {
+            return s as u64 * self.virtual_chunk;
+        }
+        let within = member_offset - self.at(m, s);
+        if within >= self.lens[s] {
+            (s as u64 + 1) * self.virtual_chunk
+        } else {
+            s as u64 * self.virtual_chunk + within
+        }
     }
 
-    fn to_real(&self, virtual_offset: u64) -> u64 {
+    fn to_real(&self, m: usize, virtual_offset: u64) -> u64 {
         let s = (virtual_offset / self.virtual_chunk) as usize;
-        self.starts[s] + virtual_offset % self.virtual_chunk
+        self.at(m, s) + virtual_offset % self.virtual_chunk
     }
 
     /// The members' views in virtual offsets (a rebuild watermark maps monotonically).
     fn virtual_views(&self, views: &[MemberView]) -> Vec<MemberView> {
-        let end = self.starts[self.starts.len() - 1];
         views
             .iter()
-            .map(|v| MemberView {
-                valid_below: if v.valid_below >= end {
+            .enumerate()
+            .map(|(m, v)| MemberView {
+                valid_below: if v.valid_below >= self.starts[m][self.stripes()] {
                     u64::MAX
                 } else {
-                    self.to_virtual(v.valid_below)
+                    self.to_virtual(m, v.valid_below)
                 },
                 ..*v
             })
@@ -215,7 +322,7 @@ impl Raid5Tracks {
         };
         let io = |io: MemberIo| MemberIo {
             member: io.member,
-            member_offset: self.to_real(io.member_offset),
+            member_offset: self.to_real(io.member, io.member_offset),
             len: io.len,
             buf: buf(io.buf),
         };
@@ -285,7 +392,7 @@ impl Raid5Tracks {
         for (i, &m) in members.iter().enumerate() {
             plan.writes.push(MemberIo {
                 member: m,
-                member_offset: self.starts[s],
+                member_offset: self.at(m, s),
                 len: l,
                 buf: if i < k {
                     Buf::Caller(buf + i as u64 * l)
@@ -312,7 +419,6 @@ impl Raid5Tracks {
         let Some(&(s, ..)) = pieces.first() else {
             return Ok(());
         };
-        let base = self.starts[s];
         let l = self.stripe_len(s);
         let members = self.stripe_members(s);
         let k = self.k() as usize;
@@ -320,12 +426,10 @@ impl Raid5Tracks {
         let mut cuts: Vec<u64> = pieces
             .iter()
             .flat_map(|p| [p.2, p.2 + p.3])
-            .chain(
-                views
-                    .iter()
-                    .filter(|v| v.valid_below > base && v.valid_below < base + l)
-                    .map(|v| v.valid_below - base),
-            )
+            .chain(views.iter().enumerate().filter_map(|(m, v)| {
+                let base = self.at(m, s);
+                (v.valid_below > base && v.valid_below < base + l).then(|| v.valid_below - base)
+            }))
             .collect();
         cuts.sort_unstable();
         cuts.dedup();
@@ -341,8 +445,8 @@ impl Raid5Tracks {
             if written.is_empty() {
                 continue;
             }
-            let at = base + x;
-            let holds = |m: usize| views[m].holds(at, len);
+            let at = |m: usize| self.at(m, s) + x;
+            let holds = |m: usize| views[m].holds(at(m), len);
             let no_copy = || LayoutError::NoLiveCopy {
                 offset: offset + written[0].1,
                 end: offset + written[0].1 + len,
@@ -352,7 +456,7 @@ impl Raid5Tracks {
                     if holds(members[d]) {
                         plan.writes.push(MemberIo {
                             member: members[d],
-                            member_offset: at,
+                            member_offset: at(members[d]),
                             len,
                             buf: Buf::Caller(buf),
                         });
@@ -369,7 +473,7 @@ impl Raid5Tracks {
             if written.iter().all(|&(d, _)| holds(members[d])) {
                 plan.reads.push(MemberIo {
                     member: parity,
-                    member_offset: at,
+                    member_offset: at(parity),
                     len,
                     buf: p,
                 });
@@ -378,7 +482,7 @@ impl Raid5Tracks {
                     plan.scratch.push(len);
                     plan.reads.push(MemberIo {
                         member: members[d],
-                        member_offset: at,
+                        member_offset: at(members[d]),
                         len,
                         buf: old,
                     });
@@ -402,7 +506,7 @@ impl Raid5Tracks {
                         plan.scratch.push(len);
                         plan.reads.push(MemberIo {
                             member: m,
-                            member_offset: at,
+                            member_offset: at(m),
                             len,
                             buf: b,
                         });
@@ -421,7 +525,7 @@ impl Raid5Tracks {
             write_data(plan);
             plan.writes.push(MemberIo {
                 member: parity,
-                member_offset: at,
+                member_offset: at(parity),
                 len,
                 buf: p,
             });
@@ -439,16 +543,18 @@ impl Personality for Raid5Tracks {
         self.members.len()
     }
 
+    /// The furthest member's end of its last stripe.
     fn member_data_bytes(&self) -> u64 {
-        self.starts[self.starts.len() - 1]
+        self.starts
+            .iter()
+            .map(|s| s[s.len() - 1])
+            .max()
+            .unwrap_or(0)
     }
 
     /// The longest chunk.
     fn stripe_unit(&self) -> u64 {
-        (0..self.starts.len() - 1)
-            .map(|s| self.stripe_len(s))
-            .max()
-            .unwrap_or(0)
+        self.lens.iter().copied().max().unwrap_or(0)
     }
 
     fn capacity(&self) -> u64 {
@@ -468,8 +574,20 @@ impl Personality for Raid5Tracks {
                 self.fill_parity_read.store(on, Ordering::Relaxed);
                 Ok(())
             }
+            // Read by the constructor (it places the stripes): only the same value.
+            STRIPE => {
+                let asked = Stripe::parse(value)?;
+                if asked == self.stripe {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{STRIPE} = {value:?}, but the layout was built with {}",
+                        self.stripe.name()
+                    ))
+                }
+            }
             other => Err(format!(
-                "layout {NAME} has no option {other:?} (it has {FILL_PARITY_READ})"
+                "layout {NAME} has no option {other:?} (it has {FILL_PARITY_READ}, {STRIPE})"
             )),
         }
     }
@@ -493,7 +611,8 @@ impl Personality for Raid5Tracks {
         let all_hold = |s: usize| {
             views
                 .iter()
-                .all(|v| v.holds(self.starts[s], self.stripe_len(s)))
+                .enumerate()
+                .all(|(m, v)| v.holds(self.at(m, s), self.stripe_len(s)))
         };
         let mut i = 0;
         while i < pieces.len() {
@@ -514,7 +633,7 @@ impl Personality for Raid5Tracks {
                 for (d, &m) in members.iter().enumerate().take(self.k() as usize) {
                     plan.reads.push(MemberIo {
                         member: m,
-                        member_offset: self.starts[s],
+                        member_offset: self.at(m, s),
                         len: l,
                         buf: Buf::Caller(buf + d as u64 * l),
                     });
@@ -523,9 +642,10 @@ impl Personality for Raid5Tracks {
                     // The paper's filled-in read: the parity member reads its chunk too
                     // (discarded), so its track read is not cut around the parity.
                     plan.scratch.push(l);
+                    let parity = members[self.k() as usize];
                     plan.reads.push(MemberIo {
-                        member: members[self.k() as usize],
-                        member_offset: self.starts[s],
+                        member: parity,
+                        member_offset: self.at(parity, s),
                         len: l,
                         buf: Buf::Scratch(plan.scratch.len() - 1, 0),
                     });
@@ -564,11 +684,19 @@ impl Personality for Raid5Tracks {
         let end = offset.saturating_add(len).min(self.member_data_bytes());
         let mut at = offset;
         while at < end {
-            let s = self.stripe_of_member(at);
-            let n = self.starts[s + 1].min(end) - at;
+            let s = self.stripe_of_member(member, at);
+            if s >= self.stripes() {
+                break; // past this member's last stripe: nothing of the volume there
+            }
+            let unit_end = self.at(member, s) + self.lens[s];
+            if at >= unit_end {
+                at = self.starts[member][s + 1].min(end); // padding: never used
+                continue;
+            }
+            let n = unit_end.min(end) - at;
             let part = self
                 .inner
-                .recover(member, self.to_virtual(at), n, &vviews)?;
+                .recover(member, self.to_virtual(member, at), n, &vviews)?;
             self.append(&mut plan, part, at - offset);
             at += n;
         }
@@ -585,11 +713,57 @@ impl Personality for Raid5Tracks {
         }
         let first = self.stripe_of_data(offset);
         let last = self.stripe_of_data(offset + len - 1);
-        vec![(0, self.starts[first], self.starts[last + 1])]
+        // Every member's tracks of those stripes (one span when the offsets are equal).
+        let mut spans: Vec<(usize, u64, u64)> = (0..self.members.len())
+            .map(|m| (m, self.at(m, first), self.starts[m][last + 1]))
+            .collect();
+        spans.dedup_by_key(|s| (s.1, s.2));
+        spans
     }
 
-    /// Parity is recomputed from the data at each member offset (every stripe sits at equal
-    /// offsets); a piece one member cannot vouch for is rebuilt from the others.
+    fn sync_pieces(&self, member: usize, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let end = offset.saturating_add(len).min(self.sync_bytes());
+        let mut at = offset;
+        while at < end {
+            let s = self.stripe_of_sync(at);
+            let n = self.sync_starts[s + 1].min(end) - at;
+            let real = self.at(member, s) + (at - self.sync_starts[s]);
+            match out.last_mut() {
+                Some(last) if last.0 + last.1 == real => last.1 += n,
+                _ => out.push((real, n)),
+            }
+            at += n;
+        }
+        out
+    }
+
+    fn sync_bytes(&self) -> u64 {
+        self.sync_starts[self.stripes()]
+    }
+
+    fn sync_range(&self, start: u64, end: u64) -> (u64, u64) {
+        if end <= start {
+            return (start, start);
+        }
+        let n = self.members.len();
+        let first = (0..n)
+            .map(|m| self.stripe_of_member(m, start))
+            .min()
+            .unwrap_or(0);
+        let last = (0..n)
+            .map(|m| self.stripe_of_member(m, end - 1))
+            .max()
+            .unwrap_or(0);
+        if first >= self.stripes() {
+            return (self.sync_bytes(), self.sync_bytes());
+        }
+        let last = last.min(self.stripes() - 1);
+        (self.sync_starts[first], self.sync_starts[last + 1])
+    }
+
+    /// Parity is recomputed from the data at each sync offset (a stripe's units side by
+    /// side); a piece one member cannot vouch for is rebuilt from the others.
     fn reconcile(&self, offset: u64, group: &[SyncCopy], len: u64) -> Result<Reconcile, String> {
         let n = self.members.len();
         let unit = group
@@ -601,8 +775,8 @@ impl Personality for Raid5Tracks {
         let mut at = offset;
         let end = offset + len;
         while at < end {
-            let s = self.stripe_of_member(at);
-            let stripe_end = self.starts.get(s + 1).copied().unwrap_or(end).min(end);
+            let s = self.stripe_of_sync(at);
+            let stripe_end = self.sync_starts[s + 1].min(end);
             // Work in pieces that stay inside one stripe and one readability block.
             let block_end = (at - offset) / SYNC_BLOCK * SYNC_BLOCK + SYNC_BLOCK + offset;
             let to = stripe_end.min(block_end).max(at + 1).min(end);
@@ -651,12 +825,66 @@ impl Personality for Raid5Tracks {
         })
     }
 
+    fn member_metadata(&self, member: usize) -> Vec<(u64, Vec<u8>)> {
+        self.members
+            .get(member)
+            .map(crate::tracks::stored::metadata_of)
+            .unwrap_or_default()
+    }
+
     fn survives(&self, valid: &[bool]) -> bool {
         let missing = (0..self.members.len())
             .filter(|&m| !valid.get(m).copied().unwrap_or(false))
             .count();
         missing <= 1
     }
+}
+
+/// Stripes at one member offset, each ending at the nearest boundary of any member:
+/// (per member the unit starts, then the end; unit lengths).
+fn equal_offset_stripes(maps: &[TrackMap], member_bytes: u64) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let end = maps
+        .iter()
+        .map(TrackMap::sectors)
+        .min()
+        .unwrap_or(0)
+        .min(member_bytes);
+    let mut starts = vec![0u64];
+    let mut at = 0;
+    loop {
+        let next = maps.iter().map(|m| m.track(at).2).min().unwrap_or(at);
+        if next <= at || next > end {
+            break;
+        }
+        starts.push(next);
+        at = next;
+    }
+    let lens = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    (vec![starts; maps.len()], lens)
+}
+
+/// Row `k` on track `k` of every member (whole tracks within `member_bytes`), its units as
+/// long as the row's shortest track.
+fn per_member_rows(maps: &[TrackMap], member_bytes: u64) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let whole = |m: &TrackMap| {
+        (0..m.tracks())
+            .take_while(|&i| m.start(i + 1) <= member_bytes)
+            .count()
+    };
+    let rows = maps.iter().map(whole).min().unwrap_or(0);
+    let lens = (0..rows)
+        .map(|k| {
+            maps.iter()
+                .map(|m| m.start(k + 1) - m.start(k))
+                .min()
+                .unwrap_or(0)
+        })
+        .collect();
+    let starts = maps
+        .iter()
+        .map(|m| (0..=rows).map(|k| m.start(k)).collect())
+        .collect();
+    (starts, lens)
 }
 
 #[cfg(test)]

@@ -158,6 +158,12 @@ pub static REGISTRY: &[Registration] = &[
         check: super::Raid5Tracks::check,
         build: |s| Ok(Box::new(super::Raid5Tracks::new(s)?)),
     },
+    Registration {
+        name: super::raid10_tracks::NAME,
+        default_members: 4,
+        check: super::Raid10Tracks::check,
+        build: |s| Ok(Box::new(super::Raid10Tracks::new(s)?)),
+    },
 ];
 
 /// A layout's name, known to be in the registry.
@@ -177,6 +183,7 @@ impl LayoutKind {
     pub const ROLO_S: LayoutKind = LayoutKind(&REGISTRY[11]);
     pub const RAID0_TRACKS: LayoutKind = LayoutKind(&REGISTRY[14]);
     pub const RAID5_TRACKS: LayoutKind = LayoutKind(&REGISTRY[15]);
+    pub const RAID10_TRACKS: LayoutKind = LayoutKind(&REGISTRY[16]);
 
     pub fn name(self) -> &'static str {
         self.0.name
@@ -317,6 +324,10 @@ mod tests {
         assert_eq!(
             LayoutKind::RAID5_TRACKS.name(),
             super::super::raid5_tracks::NAME
+        );
+        assert_eq!(
+            LayoutKind::RAID10_TRACKS.name(),
+            super::super::raid10_tracks::NAME
         );
         let err = "raid7".parse::<LayoutKind>().unwrap_err();
         assert!(err.contains("raid10"), "{err}");

@@ -105,7 +105,29 @@ pub struct TracksBench {
     pub volume_striping: super::volume_bench::VolumeStriping,
     /// Track-aligned vs conventional RAID5 through the engine (`raid5-tracks`).
     pub raid5_striping: super::raid5_bench::Raid5Striping,
+    /// Track-aligned vs conventional RAID10 through the engine (`raid10-tracks`).
+    pub raid10_striping: super::raid10_bench::Raid10Striping,
     pub extraction: Vec<ExtractionTime>,
+}
+
+/// Units `0..n` of the profile and their tracks (sectors) over the striped region.
+fn unit_maps(profile: &DriveProfile, n: u64) -> Result<(Vec<DriveProfile>, Vec<TrackMap>)> {
+    let units: Vec<DriveProfile> = (0..n)
+        .map(|u| {
+            let mut p = profile.clone();
+            p.unit = Some(u);
+            p
+        })
+        .collect();
+    let maps = units
+        .iter()
+        .map(|p| {
+            TrackMap::from_model(p, STRIPE_REGION_SECTORS)?
+                .truncated(STRIPE_REGION_SECTORS)
+                .ok_or_else(|| anyhow::anyhow!("no whole track"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((units, maps))
 }
 
 fn drive(profile: &DriveProfile, prefetch: bool) -> Result<Drive> {
@@ -431,40 +453,12 @@ pub fn run(
 
     let striping = striping(&profile, samples, seed)?;
     let volume_striping = {
-        let units: Vec<DriveProfile> = (0..STRIPE_MEMBERS)
-            .map(|u| {
-                let mut p = profile.clone();
-                p.unit = Some(u);
-                p
-            })
-            .collect();
-        let maps = units
-            .iter()
-            .map(|p| {
-                TrackMap::from_model(p, STRIPE_REGION_SECTORS)?
-                    .truncated(STRIPE_REGION_SECTORS)
-                    .ok_or_else(|| anyhow::anyhow!("no whole track"))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let (units, maps) = unit_maps(&profile, STRIPE_MEMBERS)?;
         super::volume_bench::run(&units, &maps, samples, seed)?
     };
     // The paper's RAID5 had five disks.
     let raid5_striping = {
-        let units: Vec<DriveProfile> = (0..5)
-            .map(|u| {
-                let mut p = profile.clone();
-                p.unit = Some(u);
-                p
-            })
-            .collect();
-        let maps = units
-            .iter()
-            .map(|p| {
-                TrackMap::from_model(p, STRIPE_REGION_SECTORS)?
-                    .truncated(STRIPE_REGION_SECTORS)
-                    .ok_or_else(|| anyhow::anyhow!("no whole track"))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let (units, maps) = unit_maps(&profile, 5)?;
         let mut r = super::raid5_bench::run(&units, &maps, samples, seed)?;
         // Five drives of one variant: the case where equal member offsets lose nothing.
         let same: Vec<DriveProfile> = vec![units[1].clone(); units.len()];
@@ -473,6 +467,11 @@ pub fn run(
             &same, &same_maps, samples, seed,
         )?));
         r
+    };
+    // Two pairs, each member its own unit (the mirrors' tracks differ).
+    let raid10_striping = {
+        let (units, maps) = unit_maps(&profile, 4)?;
+        super::raid10_bench::run(&units, &maps, samples, seed)?
     };
 
     let mut extraction = Vec::new();
@@ -502,6 +501,7 @@ pub fn run(
         striping,
         volume_striping,
         raid5_striping,
+        raid10_striping,
         extraction,
     })
 }

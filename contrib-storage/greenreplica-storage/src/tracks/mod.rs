@@ -25,6 +25,7 @@ pub mod bench;
 pub mod device;
 pub mod emulated;
 pub mod map;
+pub mod raid10_bench;
 pub mod raid5_bench;
 pub mod report;
 pub mod stored;

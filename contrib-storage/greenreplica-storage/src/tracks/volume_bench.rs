@@ -64,6 +64,29 @@ pub(super) fn volume(units: &[DriveProfile], layout: Box<dyn Personality>) -> Re
     ))
 }
 
+/// The members' mean track (sectors).
+pub(super) fn mean_track(maps: &[TrackMap]) -> u64 {
+    let tracks: usize = maps.iter().map(TrackMap::tracks).sum();
+    let sectors: u64 = maps.iter().map(TrackMap::sectors).sum();
+    sectors / tracks.max(1) as u64
+}
+
+/// The region every member has (bytes), the members' tracks in bytes, and the conventional
+/// members: equal chunks of `chunk` sectors over the region, crossing the real tracks.
+pub(super) fn aligned_and_fixed(
+    maps: &[TrackMap],
+    chunk: u64,
+) -> Result<(u64, Vec<TrackMap>, Vec<TrackMap>)> {
+    let region = maps.iter().map(TrackMap::sectors).min().unwrap_or(0);
+    let aligned = maps
+        .iter()
+        .map(|m| m.scaled(SECTOR))
+        .collect::<Result<Vec<_>>>()?;
+    let fixed: Vec<u64> = (1..region / chunk).map(|k| k * chunk * SECTOR).collect();
+    let fixed_map = TrackMap::new(&fixed, (region / chunk) * chunk * SECTOR)?;
+    Ok((region * SECTOR, aligned, vec![fixed_map; maps.len()]))
+}
+
 /// Full-stripe reads through the volume, `readers` at a time; MB/s.
 pub(super) fn rounds(
     v: &Volume,
@@ -122,18 +145,8 @@ pub fn run(
     samples: usize,
     seed: u64,
 ) -> Result<VolumeStriping> {
-    let region = maps.iter().map(TrackMap::sectors).min().unwrap_or(0);
-    let tracks: usize = maps.iter().map(TrackMap::tracks).sum();
-    let sectors: u64 = maps.iter().map(TrackMap::sectors).sum();
-    let chunk = (sectors / tracks.max(1) as u64 / BLOCK_SECTORS * BLOCK_SECTORS).max(BLOCK_SECTORS);
-    let region_bytes = region * SECTOR;
-    let aligned_maps = maps
-        .iter()
-        .map(|m| m.scaled(SECTOR))
-        .collect::<Result<Vec<_>>>()?;
-    let fixed: Vec<u64> = (1..region / chunk).map(|k| k * chunk * SECTOR).collect();
-    let fixed_map = TrackMap::new(&fixed, (region / chunk) * chunk * SECTOR)?;
-    let conventional_maps = vec![fixed_map; maps.len()];
+    let chunk = (mean_track(maps) / BLOCK_SECTORS * BLOCK_SECTORS).max(BLOCK_SECTORS);
+    let (region_bytes, aligned_maps, conventional_maps) = aligned_and_fixed(maps, chunk)?;
     let layout = |m: &[TrackMap]| Raid0Tracks::with_tracks(m.to_vec(), region_bytes);
     let aligned_stripes = stripes_of(&layout(&aligned_maps)?);
     let conventional_stripes = stripes_of(&layout(&conventional_maps)?);

@@ -279,6 +279,24 @@ impl Run {
                     assert!(x == 0, "raid5-tracks: parity at member offset {at}");
                 }
             }
+            // Each mirror's rows at its own track offsets: the pair's rows side by side
+            // (the layout's sync pieces, checked against the tracks in its own tests) equal.
+            "raid10-tracks" => {
+                let layout = self.volume.layout();
+                let rows = |m: usize| -> Vec<u8> {
+                    layout
+                        .sync_pieces(m, 0, layout.sync_bytes())
+                        .into_iter()
+                        .flat_map(|(at, n)| data[m][at as usize..(at + n) as usize].to_vec())
+                        .collect()
+                };
+                for p in 0..data.len() / 2 {
+                    assert!(
+                        rows(2 * p) == rows(2 * p + 1),
+                        "raid10-tracks: rows of pair {p} equal"
+                    );
+                }
+            }
             other => panic!("no consistency check for layout {other}"),
         }
     }
@@ -301,6 +319,7 @@ fn shapes(kind: LayoutKind) -> Vec<usize> {
         "raid6-ido-s" => vec![6, 7],
         "raid0-tracks" => vec![2, 3, 4],
         "raid5-tracks" => vec![3, 4, 5],
+        "raid10-tracks" => vec![2, 4],
         other => panic!("add member counts for layout {other}"),
     }
 }

@@ -73,12 +73,19 @@ impl Volume {
                 "the members in sync do not hold all of its data (the rest of its group is not in sync)",
             ));
         }
-        *write(&slot.store) = Some(store);
+        *write(&slot.store) = Some(store.clone());
         slot.read_errors.store(0, Ordering::SeqCst);
         *lock(&slot.health) = Health::Rebuilding { watermark: 0 };
         self.layout.member_replaced(member);
         self.bump_generation();
         self.write_headers_locked()?;
+        // After its header, as at creation: a blank member never holds metadata alone.
+        for (at, bytes) in self.layout.member_metadata(member) {
+            store
+                .write_at(&bytes, at)
+                .and_then(|()| store.flush())
+                .map_err(|e| self.member_error(member, format!("layout metadata: {e}")))?;
+        }
         tracing::info!(volume = %self.name, member, "member replaced; rebuild pending");
         Ok(())
     }

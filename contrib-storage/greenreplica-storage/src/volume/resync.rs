@@ -28,7 +28,8 @@ pub(super) type BackgroundIo = (IoKind, usize, u64, u64);
 /// Progress of the periodic scrub, done a little per tick while the members are awake.
 #[derive(Debug, Default)]
 pub struct ScrubRun {
-    /// Next member offset to compare, while a run is going on.
+    /// Next sync offset (member offset, unless the layout maps them) to compare, while a run
+    /// is going on.
     cursor: Option<u64>,
     report: ScrubReport,
     /// When the next run is due (None: not scheduled yet).
@@ -63,8 +64,7 @@ impl Volume {
     fn group_spans(&self, start: u64, end: u64) -> Vec<Span> {
         self.sync_groups()
             .iter()
-            .filter_map(|g| g.first())
-            .map(|&group| Span { group, start, end })
+            .flat_map(|g| self.group_spans_of(g, start, end - start))
             .collect()
     }
 
@@ -94,6 +94,7 @@ impl Volume {
         };
         let start = region * intent.region_bytes();
         let end = (start + intent.region_bytes()).min(self.layout.member_data_bytes());
+        let (start, end) = self.layout.sync_range(start, end);
         let spans = self.group_spans(start, end);
         let Some(_exclusive) = self.ranges.acquire_if(&spans, true, wait) else {
             return Ok(false);
@@ -136,17 +137,18 @@ impl Volume {
         let Some(store) = slot.live_store() else {
             return false;
         };
-        self.account(member, IoKind::Write, offset, bytes.len() as u64);
-        match store.write_at(bytes, DATA_OFFSET + offset) {
-            Ok(()) => {
-                slot.unflushed.store(true, Ordering::SeqCst);
-                true
-            }
-            Err(e) => {
+        let mut from = 0usize;
+        for (at, n) in self.layout.sync_pieces(member, offset, bytes.len() as u64) {
+            let piece = &bytes[from..from + n as usize];
+            from += n as usize;
+            self.account(member, IoKind::Write, at, n);
+            if let Err(e) = store.write_at(piece, DATA_OFFSET + at) {
                 self.fail_member(member, &format!("{what}: {e}"));
-                false
+                return false;
             }
         }
+        slot.unflushed.store(true, Ordering::SeqCst);
+        true
     }
 
     /// Charge background I/O to the drive model (ledger and queue), without waiting on it:
@@ -233,7 +235,7 @@ impl Volume {
         ) {
             return;
         }
-        let end = self.layout.member_data_bytes();
+        let end = self.layout.sync_bytes();
         let began = Instant::now();
         while let Some(offset) = run.cursor {
             if offset >= end {
@@ -289,7 +291,7 @@ impl Volume {
     /// the chunk being compared is locked.
     pub fn scrub(&self, repair: bool) -> Result<ScrubReport, VolumeError> {
         let mut report = ScrubReport::default();
-        let end = self.layout.member_data_bytes();
+        let end = self.layout.sync_bytes();
         let mut offset = 0;
         while offset < end {
             let len = CHUNK.min(end - offset);
@@ -331,19 +333,29 @@ impl Volume {
                 });
                 continue;
             }
-            self.account(m, IoKind::Read, offset, len);
             let mut buf = vec![0u8; len as usize];
             let mut readable = vec![true; blocks];
-            if let Err(e) = store.read_at(&mut buf, DATA_OFFSET + offset) {
-                tracing::warn!(volume = %self.name, member = m, offset, %e, "read error in resync or scrub; retrying block by block");
-                for (b, chunk) in buf.chunks_mut(SYNC_BLOCK as usize).enumerate() {
-                    let at = DATA_OFFSET + offset + b as u64 * SYNC_BLOCK;
-                    if store.read_at(chunk, at).is_err() {
-                        readable[b] = false;
-                        report.read_errors += 1;
-                        self.slots[m].read_errors.fetch_add(1, Ordering::SeqCst);
+            // Sync bytes `from..` of the buffer are member bytes `at..at+n`.
+            let mut from = 0u64;
+            for (at, n) in self.layout.sync_pieces(m, offset, len) {
+                self.account(m, IoKind::Read, at, n);
+                let piece = &mut buf[from as usize..(from + n) as usize];
+                if let Err(e) = store.read_at(piece, DATA_OFFSET + at) {
+                    tracing::warn!(volume = %self.name, member = m, offset = at, %e, "read error in resync or scrub; retrying block by block");
+                    // Block by block in the sync space, so `readable` keeps its meaning.
+                    let mut x = from;
+                    while x < from + n {
+                        let y = ((x / SYNC_BLOCK + 1) * SYNC_BLOCK).min(from + n);
+                        let part = &mut buf[x as usize..y as usize];
+                        if store.read_at(part, DATA_OFFSET + at + (x - from)).is_err() {
+                            readable[(x / SYNC_BLOCK) as usize] = false;
+                            report.read_errors += 1;
+                            self.slots[m].read_errors.fetch_add(1, Ordering::SeqCst);
+                        }
+                        x = y;
                     }
                 }
+                from += n;
             }
             copies.push(SyncCopy {
                 member: m,
@@ -401,15 +413,23 @@ impl Volume {
         Ok(true)
     }
 
+    /// The member ranges of sync bytes `start..start+len` of a group (the same range for
+    /// every member, unless the layout's stripe units sit at different member offsets).
     fn group_spans_of(&self, members: &[usize], start: u64, len: u64) -> Vec<Span> {
-        members
-            .first()
-            .map(|&group| Span {
+        let Some(&group) = members.first() else {
+            return Vec::new();
+        };
+        let mut spans: Vec<Span> = members
+            .iter()
+            .flat_map(|&m| self.layout.sync_pieces(m, start, len))
+            .map(|(at, n)| Span {
                 group,
-                start,
-                end: start + len,
+                start: at,
+                end: at + n,
             })
-            .into_iter()
-            .collect()
+            .collect();
+        spans.sort_unstable_by_key(|s| (s.start, s.end));
+        spans.dedup();
+        spans
     }
 }
