@@ -80,6 +80,7 @@ OBJS = \
 	src/gr_fold.o \
 	src/gr_guc.o \
 	src/gr_hint.o \
+	src/gr_number.o \
 	src/gr_align.o \
 	src/gr_pause.o \
 	src/gr_plan.o \
@@ -96,7 +97,7 @@ PGFILEDESC = "greenreplica - energy-efficient disaster-recovery standbys"
 PG_CFLAGS = -Werror
 
 EXTENSION = greenreplica
-DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql greenreplica--0.5--0.6.sql greenreplica--0.6--0.7.sql
+DATA = greenreplica--0.1.sql greenreplica--0.1--0.2.sql greenreplica--0.2--0.3.sql greenreplica--0.3--0.4.sql greenreplica--0.4--0.5.sql greenreplica--0.5--0.6.sql greenreplica--0.6--0.7.sql greenreplica--0.7--0.8.sql
 
 REGRESS = status guc plan temperature
 # The library must be preloaded, so pg_regress runs its own instance.

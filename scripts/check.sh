@@ -15,7 +15,7 @@ ensure_test_user
 
 bash scripts/storage.sh check
 
-say "extension: unit tests of the pure planner and the window's block set"
+say "extension: unit tests of the pure planner, the window's block set and the agent's numbers"
 unit_dir=$(mktemp -d)
 cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_plan" test/unit/test_plan.c src/gr_plan.c -lm
 "$unit_dir/test_plan"
@@ -23,6 +23,8 @@ cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_fold" test/unit/test_fo
 "$unit_dir/test_fold"
 cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_wake" test/unit/test_wake.c src/gr_wake.c
 "$unit_dir/test_wake"
+cc -std=c99 -Wall -Wextra -Werror -O2 -o "$unit_dir/test_number" test/unit/test_number.c src/gr_number.c
+"$unit_dir/test_number"
 rm -rf "$unit_dir"
 
 say "extension: build and install"

@@ -1,4 +1,4 @@
--- Marking tablespaces hot or cold on the storage agent's volume.
+-- Marking tablespaces, or the whole volume, hot or cold on the storage agent's volume.
 CREATE EXTENSION greenreplica;
 
 -- A temperature other than hot, cold or normal is refused first.
@@ -14,10 +14,19 @@ SELECT greenreplica_set_tablespace_temperature('pg_default', 'cold');
 -- NULLs are no request at all.
 SELECT greenreplica_set_tablespace_temperature(NULL, 'cold') IS NULL AS no_request;
 
--- Not for ordinary roles: it drives the storage of the whole server.
+-- The whole volume: the same temperatures, checked first.
+SELECT * FROM greenreplica_set_volume_temperature('warm');
+SELECT * FROM greenreplica_set_volume_temperature('Cold');
+-- This instance has no storage agent.
+SELECT * FROM greenreplica_set_volume_temperature('cold');
+-- A NULL temperature is no request at all.
+SELECT greenreplica_set_volume_temperature(NULL) IS NULL AS no_request;
+
+-- Not for ordinary roles: they drive the storage of the whole server.
 CREATE ROLE gr_nobody;
 SET ROLE gr_nobody;
 SELECT greenreplica_set_tablespace_temperature('pg_default', 'cold');
+SELECT * FROM greenreplica_set_volume_temperature('cold');
 RESET ROLE;
 DROP ROLE gr_nobody;
 
@@ -36,5 +45,13 @@ SELECT pg_get_function_result('greenreplica_set_tablespace_temperature'::regproc
 ALTER EXTENSION greenreplica UPDATE TO '0.7';
 SELECT pg_get_function_result('greenreplica_set_tablespace_temperature'::regproc) AS result_07;
 SELECT has_function_privilege('public', 'greenreplica_set_tablespace_temperature(name, text)',
+                              'EXECUTE') AS public_may_run;
+
+-- 0.8 brings the whole volume's temperature, for superusers only.
+SELECT count(*) AS before FROM pg_proc
+ WHERE proname = 'greenreplica_set_volume_temperature';
+ALTER EXTENSION greenreplica UPDATE TO '0.8';
+SELECT pg_get_function_arguments('greenreplica_set_volume_temperature'::regproc) AS arguments_08;
+SELECT has_function_privilege('public', 'greenreplica_set_volume_temperature(text)',
                               'EXECUTE') AS public_may_run;
 DROP EXTENSION greenreplica;

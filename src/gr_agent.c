@@ -6,12 +6,16 @@
  * The protocol is one JSON object per line each way (docs/storage-agent.md).
  * Replies are checked with the non-throwing JSON parser before they are
  * turned into jsonb, so a confused agent produces an error message here,
- * never an ERROR that would take the scheduler down.
+ * never an ERROR that would take the scheduler down.  The agent is another
+ * process, possibly buggy or hostile: every number of a reply is checked
+ * (gr_number.c) before use — counts and byte offsets exact whole numbers
+ * in range, seconds finite and not negative.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <math.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -25,6 +29,7 @@
 #include "utils/numeric.h"
 
 #include "gr_agent.h"
+#include "gr_number.h"
 #include "gr_window.h"
 
 /* Seconds an agent may take to answer one request. */
@@ -129,22 +134,44 @@ gr_agent_roundtrip(const char *request, char *err, size_t errlen)
 	return NULL;
 }
 
+/*
+ * The JSON parser's callback for scalars: flags a number token that numeric
+ * input could not take quietly (it raises an ERROR on some, and turns others
+ * into values no agent sends).
+ */
+static void
+gr_check_number_token(void *state, char *token, JsonTokenType tokentype)
+{
+	if (tokentype == JSON_TOKEN_NUMBER && !gr_json_number_token_ok(token))
+		*(bool *) state = true;
+}
+
 /* Run a request and return its reply as jsonb, or NULL with err set. */
 static Jsonb *
 gr_agent_call(const char *request, char *err, size_t errlen)
 {
 	char	   *reply = gr_agent_roundtrip(request, err, errlen);
 	JsonLexContext *lex;
+	JsonSemAction check = {0};
+	bool		bad_number = false;
 	JsonbValue *ok;
 	Jsonb	   *jb;
 
 	if (reply == NULL)
 		return NULL;
 
+	check.semstate = &bad_number;
+	check.scalar = gr_check_number_token;
 	lex = makeJsonLexContextCstringLen(reply, strlen(reply), PG_UTF8, true);
-	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+	if (pg_parse_json(lex, &check) != JSON_SUCCESS)
 	{
 		snprintf(err, errlen, "malformed reply from the storage agent: %.80s", reply);
+		return NULL;
+	}
+	if (bad_number)
+	{
+		snprintf(err, errlen, "malformed reply from the storage agent: a number is too long or of too large an exponent: %.80s",
+				 reply);
 		return NULL;
 	}
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(reply)));
@@ -188,16 +215,94 @@ gr_json_key(JsonbContainer *container, const char *key)
 	return getKeyJsonValueFromContainer(container, key, strlen(key), NULL);
 }
 
-static bool
-gr_json_number(JsonbContainer *container, const char *key, double *out)
+/* What a number of a reply was, for gr_json_count() and gr_json_seconds(). */
+typedef enum GrJsonNumber
+{
+	GR_JSON_ABSENT,				/* no such key */
+	GR_JSON_VALID,
+	GR_JSON_INVALID				/* present but unusable: err says why */
+} GrJsonNumber;
+
+/*
+ * A count or byte offset of a reply: an exact whole number in [0, max],
+ * read from the numeric's decimal text (never through a double, which
+ * rounds above 2^53 and whose cast to an integer is undefined out of range).
+ */
+static GrJsonNumber
+gr_json_value_count(JsonbValue *v, const char *key, uint64 max,
+					uint64 *out, const char *op, char *err, size_t errlen)
+{
+	char	   *text;
+	GrNumberStatus status;
+	uint64_t	value;
+
+	if (v->type != jbvNumeric)
+	{
+		snprintf(err, errlen, "reply to \"%s\": %s is not a number", op, key);
+		return GR_JSON_INVALID;
+	}
+	text = DatumGetCString(DirectFunctionCall1(numeric_out,
+											   NumericGetDatum(v->val.numeric)));
+	status = gr_parse_count(text, max, &value);
+	if (status != GR_NUMBER_OK)
+	{
+		snprintf(err, errlen, "reply to \"%s\": %s %s (%.40s)", op, key,
+				 gr_number_problem(status), text);
+		pfree(text);
+		return GR_JSON_INVALID;
+	}
+	pfree(text);
+	*out = value;
+	return GR_JSON_VALID;
+}
+
+static GrJsonNumber
+gr_json_count(JsonbContainer *container, const char *key, uint64 max,
+			  uint64 *out, const char *op, char *err, size_t errlen)
 {
 	JsonbValue *v = gr_json_key(container, key);
 
-	if (v == NULL || v->type != jbvNumeric)
-		return false;
-	*out = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
-											  NumericGetDatum(v->val.numeric)));
-	return true;
+	if (v == NULL)
+		return GR_JSON_ABSENT;
+	return gr_json_value_count(v, key, max, out, op, err, errlen);
+}
+
+/* A duration of a reply, in seconds: finite and not negative. */
+static GrJsonNumber
+gr_json_seconds(JsonbContainer *container, const char *key, double *out,
+				const char *op, char *err, size_t errlen)
+{
+	JsonbValue *v = gr_json_key(container, key);
+	double		value;
+
+	if (v == NULL)
+		return GR_JSON_ABSENT;
+	if (v->type != jbvNumeric)
+	{
+		snprintf(err, errlen, "reply to \"%s\": %s is not a number", op, key);
+		return GR_JSON_INVALID;
+	}
+	/* the token check bounds the exponent: no ERROR, at worst an infinity */
+	value = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
+											   NumericGetDatum(v->val.numeric)));
+	if (isinf(value) || isnan(value) || value < 0)
+	{
+		snprintf(err, errlen, "reply to \"%s\": %s is %s", op, key,
+				 value < 0 ? "negative" : "too large");
+		return GR_JSON_INVALID;
+	}
+	*out = value;
+	return GR_JSON_VALID;
+}
+
+/* A number the reply must hold: false with err set when absent or invalid. */
+static bool
+gr_json_required(GrJsonNumber found, const char *op, const char *key,
+				 char *err, size_t errlen)
+{
+	if (found == GR_JSON_ABSENT)
+		snprintf(err, errlen, "reply to \"%s\" lacks %s", op, key);
+	return found == GR_JSON_VALID;
 }
 
 static void
@@ -247,27 +352,46 @@ gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
 	info->spin_ups = -1;
 	{
 		JsonbValue *ledger = gr_json_key(volume->val.binary.data, "ledger");
-		double		reads;
-		double		writes;
+		uint64		reads;
+		uint64		writes;
+		uint64		spin_ups;
+		GrJsonNumber r;
+		GrJsonNumber w;
+		GrJsonNumber u;
 
-		if (ledger != NULL && ledger->type == jbvBinary &&
-			gr_json_number(ledger->val.binary.data, "reads", &reads) &&
-			gr_json_number(ledger->val.binary.data, "writes", &writes))
-			info->ios = reads + writes;
 		if (ledger != NULL && ledger->type == jbvBinary)
-			(void) gr_json_number(ledger->val.binary.data, "spin_ups", &info->spin_ups);
+		{
+			JsonbContainer *l = ledger->val.binary.data;
+
+			r = gr_json_count(l, "reads", PG_INT64_MAX, &reads, "volume", err, errlen);
+			w = gr_json_count(l, "writes", PG_INT64_MAX, &writes, "volume", err, errlen);
+			u = gr_json_count(l, "spin_ups", PG_INT64_MAX, &spin_ups, "volume", err, errlen);
+			if (r == GR_JSON_INVALID || w == GR_JSON_INVALID || u == GR_JSON_INVALID)
+				return false;
+			if (r == GR_JSON_VALID && w == GR_JSON_VALID)
+				info->ios = (double) reads + (double) writes;
+			if (u == GR_JSON_VALID)
+				info->spin_ups = (double) spin_ups;
+		}
 	}
 
 	profile = gr_json_key(volume->val.binary.data, "profile");
-	if (profile == NULL || profile->type != jbvBinary ||
-		!gr_json_number(profile->val.binary.data, "spin_up_s", &info->spin_up_s) ||
-		!gr_json_number(profile->val.binary.data, "break_even_s", &info->break_even_s))
+	if (profile == NULL || profile->type != jbvBinary)
 	{
-		snprintf(err, errlen, "reply to \"volume\" lacks profile.spin_up_s or profile.break_even_s");
+		snprintf(err, errlen, "reply to \"volume\" lacks the profile object");
 		return false;
 	}
-	if (!gr_json_number(profile->val.binary.data, "spin_down_s", &info->spin_down_s))
-		info->spin_down_s = 0;
+	if (!gr_json_required(gr_json_seconds(profile->val.binary.data, "spin_up_s",
+										  &info->spin_up_s, "volume", err, errlen),
+						  "volume", "profile.spin_up_s", err, errlen) ||
+		!gr_json_required(gr_json_seconds(profile->val.binary.data, "break_even_s",
+										  &info->break_even_s, "volume", err, errlen),
+						  "volume", "profile.break_even_s", err, errlen))
+		return false;
+	info->spin_down_s = 0;
+	if (gr_json_seconds(profile->val.binary.data, "spin_down_s", &info->spin_down_s,
+						"volume", err, errlen) == GR_JSON_INVALID)
+		return false;
 	return true;
 }
 
@@ -278,9 +402,9 @@ gr_agent_wake(double *ready_in_s, char *err, size_t errlen)
 
 	if (jb == NULL || !gr_json_ok(jb))
 		return false;
-	if (!gr_json_number(&jb->root, "ready_in_s", ready_in_s))
-		*ready_in_s = 0;
-	return true;
+	*ready_in_s = 0;
+	return gr_json_seconds(&jb->root, "ready_in_s", ready_in_s, "wake",
+						   err, errlen) != GR_JSON_INVALID;
 }
 
 bool
@@ -310,7 +434,7 @@ gr_agent_hint(const GrExtent *extents, int count, int *recorded,
 {
 	StringInfoData extra;
 	Jsonb	   *jb;
-	double		n;
+	uint64		n;
 	int			i;
 
 	initStringInfo(&extra);
@@ -324,18 +448,26 @@ gr_agent_hint(const GrExtent *extents, int count, int *recorded,
 	*recorded = 0;
 	if (jb == NULL || !gr_json_ok(jb))
 		return false;
-	if (gr_json_number(&jb->root, "extents", &n))
-		*recorded = (int) n;
+	switch (gr_json_count(&jb->root, "extents", PG_INT32_MAX, &n, "hint", err, errlen))
+	{
+		case GR_JSON_INVALID:
+			return false;
+		case GR_JSON_VALID:
+			*recorded = (int) n;
+			break;
+		case GR_JSON_ABSENT:
+			break;
+	}
 	return true;
 }
 
 bool
 gr_agent_set_temperature(const GrExtent *extents, int count, const char *temperature,
-						 int *ranges, char *err, size_t errlen)
+						 int *ranges, bool *refused, char *err, size_t errlen)
 {
 	StringInfoData extra;
 	Jsonb	   *jb;
-	double		n;
+	uint64		n;
 	int			i;
 
 	initStringInfo(&extra);
@@ -349,17 +481,22 @@ gr_agent_set_temperature(const GrExtent *extents, int count, const char *tempera
 	jb = gr_agent_call(gr_agent_request("set_temperature", extra.data), err, errlen);
 	pfree(extra.data);
 	*ranges = 0;
+	*refused = false;
 	if (jb == NULL)
 		return false;
 	if (!gr_json_ok(jb))
 	{
 		/* The agent's own words: a layout without temperatures, too many ranges. */
+		*refused = true;
 		snprintf(err, errlen, "the storage agent refused set_temperature");
 		gr_json_string(&jb->root, "error", err, errlen);
 		return false;
 	}
-	if (gr_json_number(&jb->root, "ranges", &n))
-		*ranges = (int) n;
+	if (!gr_json_required(gr_json_count(&jb->root, "ranges", PG_INT32_MAX, &n,
+										"set_temperature", err, errlen),
+						  "set_temperature", "ranges", err, errlen))
+		return false;
+	*ranges = (int) n;
 	return true;
 }
 
@@ -385,9 +522,9 @@ gr_agent_wake_writes_only(const GrExtent *extents, int count,
 	pfree(extra.data);
 	if (jb == NULL || !gr_json_ok(jb))
 		return false;
-	if (!gr_json_number(&jb->root, "ready_in_s", ready_in_s))
-		*ready_in_s = 0;
-	return true;
+	*ready_in_s = 0;
+	return gr_json_seconds(&jb->root, "ready_in_s", ready_in_s, "wake",
+						   err, errlen) != GR_JSON_INVALID;
 }
 
 /*
@@ -408,7 +545,7 @@ gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
-	double		to;
+	uint64		to;
 	int			n = 0;
 	int			capacity;
 	uint64		prev = offset;
@@ -426,12 +563,15 @@ gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
 	flag = gr_json_key(&jb->root, "aligned");
 	list = gr_json_key(&jb->root, "boundaries");
 	if (flag == NULL || flag->type != jbvBool || list == NULL ||
-		list->type != jbvBinary || !JsonContainerIsArray(list->val.binary.data) ||
-		!gr_json_number(&jb->root, "complete_to", &to))
+		list->type != jbvBinary || !JsonContainerIsArray(list->val.binary.data))
 	{
 		snprintf(err, errlen, "reply to \"boundaries\" lacks aligned, boundaries or complete_to");
 		return false;
 	}
+	if (!gr_json_required(gr_json_count(&jb->root, "complete_to", PG_UINT64_MAX, &to,
+										"boundaries", err, errlen),
+						  "boundaries", "aligned, boundaries or complete_to", err, errlen))
+		return false;
 	*aligned = flag->val.boolean;
 	capacity = Max(JsonContainerSize(list->val.binary.data), 1);
 	*bounds = palloc(sizeof(uint64) * capacity);
@@ -440,21 +580,27 @@ gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
 	it = JsonbIteratorInit(list->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
-		double		b;
+		uint64		b;
 
 		if (tok != WJB_ELEM)
 			continue;
-		if (v.type != jbvNumeric || n >= capacity)
+		if (n >= capacity)
 			break;
-		b = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
-											   NumericGetDatum(v.val.numeric)));
-		if (!(b > (double) prev) || b >= (double) (offset + len))
+		if (gr_json_value_count(&v, "a boundary", PG_UINT64_MAX, &b, "boundaries",
+								err, errlen) != GR_JSON_VALID)
+		{
+			pfree(*bounds);
+			*bounds = NULL;
+			*aligned = false;
+			return false;
+		}
+		if (b <= prev || b >= offset + len)
 			break;
-		prev = (uint64) b;
+		prev = b;
 		(*bounds)[n++] = prev;
 	}
-	if (n != JsonContainerSize(list->val.binary.data) || to < (double) offset ||
-		to > (double) (offset + len))
+	if (n != JsonContainerSize(list->val.binary.data) || to < offset ||
+		to > offset + len)
 	{
 		snprintf(err, errlen, "reply to \"boundaries\" has a boundary out of order or outside the range");
 		pfree(*bounds);
@@ -463,7 +609,7 @@ gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds, int *nbounds,
 		return false;
 	}
 	*nbounds = n;
-	*complete_to = (uint64) to;
+	*complete_to = to;
 	return true;
 }
 
@@ -473,18 +619,26 @@ gr_agent_volume_capacity(uint64 *capacity, char *err, size_t errlen)
 {
 	Jsonb	   *jb = gr_agent_call(gr_agent_request("volume", NULL), err, errlen);
 	JsonbValue *volume;
-	double		bytes;
+	uint64		bytes;
 
 	if (jb == NULL || !gr_json_ok(jb))
 		return false;
 	volume = gr_json_key(&jb->root, "volume");
-	if (volume == NULL || volume->type != jbvBinary ||
-		!gr_json_number(volume->val.binary.data, "capacity_bytes", &bytes) ||
-		!(bytes > 0))
+	if (volume == NULL || volume->type != jbvBinary)
 	{
-		snprintf(err, errlen, "reply to \"volume\" lacks capacity_bytes");
+		snprintf(err, errlen, "reply to \"volume\" lacks the volume object");
 		return false;
 	}
-	*capacity = (uint64) bytes;
+	/* at most what a bigint holds: the SQL functions return it */
+	if (!gr_json_required(gr_json_count(volume->val.binary.data, "capacity_bytes",
+										PG_INT64_MAX, &bytes, "volume", err, errlen),
+						  "volume", "capacity_bytes", err, errlen))
+		return false;
+	if (bytes == 0)
+	{
+		snprintf(err, errlen, "reply to \"volume\": capacity_bytes is zero");
+		return false;
+	}
+	*capacity = bytes;
 	return true;
 }

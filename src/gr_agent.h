@@ -43,10 +43,14 @@ struct GrExtent;
 extern bool gr_agent_hint(const struct GrExtent *extents, int count, int *recorded,
 						  char *err, size_t errlen);
 
-/* Mark volume extents hot, cold or normal; *ranges is what the agent holds. */
+/*
+ * Mark volume extents hot, cold or normal; *ranges is what the agent holds.
+ * *refused tells an agent that answered no (its words in err) from one that
+ * could not be asked.
+ */
 extern bool gr_agent_set_temperature(const struct GrExtent *extents, int count,
 									 const char *temperature, int *ranges,
-									 char *err, size_t errlen);
+									 bool *refused, char *err, size_t errlen);
 
 /* The volume's alignment boundaries inside a range (gr_align.c uses them). */
 extern bool gr_agent_boundaries(uint64 offset, uint64 len, uint64 **bounds,

@@ -2,7 +2,8 @@
  *
  * gr_temperature.c
  *	  greenreplica_set_tablespace_temperature(): mark a tablespace hot, cold
- *	  or normal on the storage agent's volume.
+ *	  or normal on the storage agent's volume;
+ *	  greenreplica_set_volume_temperature(): mark the whole volume.
  *
  * A DBA thinks in tablespaces, the agent in volume byte ranges (QMD's
  * partial on-line mirrors: a mirrored pair holding only cold ranges may
@@ -16,9 +17,15 @@
  * relation that grows later keeps its new extents unmarked until the
  * function runs again.
  *
- * It runs wherever greenreplica.agent_socket names an agent: on the standby
- * whose data volume the agent serves (a primary normally has none).  It only
- * reads the catalog and the filesystem, so hot standby allows it.
+ * A QMD pair sleeps whole only when every byte it holds is marked (ext4's
+ * own metadata lies on the volume too), so the usual sequence is the whole
+ * volume cold with greenreplica_set_volume_temperature(), then the hot
+ * tablespaces hot: the agent applies marks in order, a later one replacing
+ * an earlier one where they overlap.
+ *
+ * Both run wherever greenreplica.agent_socket names an agent: on the standby
+ * whose data volume the agent serves (a primary normally has none).  They
+ * only read the catalog and the filesystem, so hot standby allows them.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +51,29 @@
 #include "gr_window.h"
 
 PG_FUNCTION_INFO_V1(greenreplica_set_tablespace_temperature);
+PG_FUNCTION_INFO_V1(greenreplica_set_volume_temperature);
+
+/* Refuse a temperature the agent does not know, before asking it anything. */
+static void
+gr_check_temperature(const char *temperature)
+{
+	if (strcmp(temperature, "hot") != 0 && strcmp(temperature, "cold") != 0 &&
+		strcmp(temperature, "normal") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid temperature \"%s\"", temperature),
+				 errhint("Valid temperatures are \"hot\", \"cold\" and \"normal\".")));
+}
+
+static void
+gr_check_agent_configured(void)
+{
+	if (!gr_agent_configured())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no storage agent is configured"),
+				 errhint("Set greenreplica.agent_socket and greenreplica.agent_volume.")));
+}
 
 /* The directory holding a tablespace's database directories. */
 static char *
@@ -171,22 +201,12 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 	GrSkipped	skipped = {0};
 	char		err[256];
 	int			ranges;
+	bool		refused;
 	TupleDesc	tupdesc;
 
-	if (strcmp(temperature, "hot") != 0 && strcmp(temperature, "cold") != 0 &&
-		strcmp(temperature, "normal") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid temperature \"%s\"", temperature),
-				 errhint("Valid temperatures are \"hot\", \"cold\" and \"normal\".")));
-
+	gr_check_temperature(temperature);
 	spcoid = get_tablespace_oid(spcname, false);
-
-	if (!gr_agent_configured())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no storage agent is configured"),
-				 errhint("Set greenreplica.agent_socket and greenreplica.agent_volume.")));
+	gr_check_agent_configured();
 
 	dir = gr_tablespace_dir(spcoid);
 	if (stat(XLOGDIR, &wal_st) != 0)
@@ -221,9 +241,10 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 	qsort(extents.extents, extents.count, sizeof(GrExtent), gr_extent_cmp);
 
 	if (!gr_agent_set_temperature(extents.extents, extents.count, temperature,
-								  &ranges, err, sizeof(err)))
+								  &ranges, &refused, err, sizeof(err)))
 		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
+				(errcode(refused ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE :
+						 ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not mark tablespace \"%s\" %s on the storage agent",
 						spcname, temperature),
 				 errdetail_internal("%s", err)));
@@ -246,4 +267,51 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 	}
 	PG_RETURN_INT32(extents.count);
+}
+
+/*
+ * greenreplica_set_volume_temperature(temperature text) marks the whole
+ * volume, [0, capacity): before the hot tablespaces are marked hot, it
+ * leaves no byte unmarked (extension 0.8).  Returns the bytes marked and the
+ * ranges the agent holds afterwards.
+ */
+Datum
+greenreplica_set_volume_temperature(PG_FUNCTION_ARGS)
+{
+	char	   *temperature = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	GrExtent	whole;
+	uint64		capacity;
+	char		err[256];
+	int			ranges;
+	bool		refused;
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	gr_check_temperature(temperature);
+	gr_check_agent_configured();
+
+	if (!gr_agent_volume_capacity(&capacity, err, sizeof(err)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not read the capacity of volume \"%s\" from the storage agent",
+						gr_agent_volume ? gr_agent_volume : ""),
+				 errdetail_internal("%s", err)));
+	whole.offset = 0;
+	whole.length = capacity;
+	if (!gr_agent_set_temperature(&whole, 1, temperature, &ranges, &refused,
+								  err, sizeof(err)))
+		ereport(ERROR,
+				(errcode(refused ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE :
+						 ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not mark volume \"%s\" %s on the storage agent",
+						gr_agent_volume ? gr_agent_volume : "", temperature),
+				 errdetail_internal("%s", err)));
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	values[0] = Int64GetDatum((int64) capacity);
+	values[1] = Int32GetDatum(ranges);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -1,7 +1,8 @@
 # Tablespace temperatures: on a standby whose tablespace lives on a QMD
-# volume of the storage agent, greenreplica_set_tablespace_temperature()
-# maps the tablespace's files to volume extents (FIEMAP) and marks them on
-# the agent, which journals them; the errors of a tablespace on pg_wal's
+# volume of the storage agent, greenreplica_set_volume_temperature() marks
+# the whole volume and greenreplica_set_tablespace_temperature() maps the
+# tablespace's files to volume extents (FIEMAP) and marks them on the agent
+# (later marks replacing earlier ones), which journals them; the errors of a tablespace on pg_wal's
 # file system and of an absent agent are clear.
 use strict;
 use warnings;
@@ -43,15 +44,12 @@ sleep 8;
 isnt((pair_states())[0], 'standby', 'an unmarked pair keeps its active disk spinning');
 
 # A pair sleeps whole only when it holds no unmarked data (ext4's own blocks are on the
-# volume too): the DBA marks the rest of the volume cold through the agent first.
-my $whole = GreenReplica::agent_request(
-	{
-		op => 'set_temperature',
-		volume => $volume,
-		extents => [ [ 0, $status->{volume}{capacity_bytes} ] ],
-		temperature => 'cold'
-	});
-ok($whole->{ok}, 'the whole volume marked cold through the agent');
+# volume too): the DBA marks the whole volume cold from SQL first, then the tablespace.
+my ($marked, $ranges) = split /\|/, $standby->safe_psql('postgres',
+	"SELECT * FROM greenreplica_set_volume_temperature('cold')");
+is($marked, $status->{volume}{capacity_bytes},
+	'the whole volume marked cold from SQL: its capacity in bytes');
+is($ranges, 1, 'one cold range held by the agent');
 
 my ($sent, $files, $skipped) = split /\|/, $standby->safe_psql('postgres',
 	"SELECT * FROM greenreplica_set_tablespace_temperature('data', 'cold')");

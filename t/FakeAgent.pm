@@ -13,6 +13,10 @@ use POSIX ();
 
 # Start a fake agent on $socket_path in a child process; returns its pid.
 # With malformed => 1 it answers every request with garbage.
+# capacity_bytes => N adds the volume's capacity to the "volume" reply;
+# layout => NAME answers set_temperature as that layout would (only "qmd"
+# keeps temperatures); replies_dir => DIR answers an op with the raw line in
+# DIR/<op> while that file exists (a buggy or hostile agent).
 sub start
 {
 	my (%opts) = @_;
@@ -52,6 +56,16 @@ sub start
 		my $req = eval { $json->decode($line) } // {};
 		my $op = $req->{op} // '';
 		my $reply;
+		my $raw = $opts{replies_dir} && $op =~ /^\w+$/ && "$opts{replies_dir}/$op";
+		if ($raw && open my $rfh, '<', $raw)
+		{
+			my $text = <$rfh>;
+			close $rfh;
+			chomp $text;
+			print $client "$text\n";
+			close $client;
+			next;
+		}
 		if ($op eq 'volume')
 		{
 			$reply = {
@@ -61,6 +75,23 @@ sub start
 					state => $state,
 					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 }
 				}
+			};
+			$reply->{volume}{capacity_bytes} = $opts{capacity_bytes}
+			  if defined $opts{capacity_bytes};
+		}
+		elsif ($op eq 'set_temperature' && ($opts{layout} // '') eq 'qmd')
+		{
+			$reply = {
+				ok => JSON::PP::true,
+				volume => $req->{volume},
+				ranges => scalar @{ $req->{extents} // [] }
+			};
+		}
+		elsif ($op eq 'set_temperature' && defined $opts{layout})
+		{
+			$reply = {
+				ok => JSON::PP::false,
+				error => "layout $opts{layout} keeps no hot or cold ranges"
 			};
 		}
 		elsif ($op eq 'wake')
