@@ -65,9 +65,14 @@ gr_check_temperature(const char *temperature)
 				 errhint("Valid temperatures are \"hot\", \"cold\" and \"normal\".")));
 }
 
+/*
+ * The agent's settings exist only when the library is preloaded (a library
+ * loaded by CREATE EXTENSION alone defines no GUCs): say that first.
+ */
 static void
-gr_check_agent_configured(void)
+gr_check_agent_configured(const char *function)
 {
+	gr_require_preload(function);
 	if (!gr_agent_configured())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -206,7 +211,7 @@ greenreplica_set_tablespace_temperature(PG_FUNCTION_ARGS)
 
 	gr_check_temperature(temperature);
 	spcoid = get_tablespace_oid(spcname, false);
-	gr_check_agent_configured();
+	gr_check_agent_configured("greenreplica_set_tablespace_temperature()");
 
 	dir = gr_tablespace_dir(spcoid);
 	if (stat(XLOGDIR, &wal_st) != 0)
@@ -289,7 +294,7 @@ greenreplica_set_volume_temperature(PG_FUNCTION_ARGS)
 	bool		nulls[2] = {false, false};
 
 	gr_check_temperature(temperature);
-	gr_check_agent_configured();
+	gr_check_agent_configured("greenreplica_set_volume_temperature()");
 
 	if (!gr_agent_volume_capacity(&capacity, err, sizeof(err)))
 		ereport(ERROR,

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Root test of QMD's partial on-line mirrors under PostgreSQL (issue 16): two tablespaces on
 # a QMD volume (two mirrored pairs + a flash member, 64 KiB stripe units, 16 MiB per disk
-# kept for hot copies), the whole volume marked cold and the hot tablespace's files marked
-# hot through the control socket (`set_temperature`, extents from FIEMAP as the
-# extension's greenreplica_set_tablespace_temperature() sends them). The hot tablespace's
+# kept for hot copies), the whole volume marked cold from SQL with the extension's
+# greenreplica_set_volume_temperature() (the server preloads this tree's extension, which the
+# test installs), then the hot tablespace's files marked hot through the control socket
+# (`set_temperature`, extents from FIEMAP as greenreplica_set_tablespace_temperature() sends
+# them). The hot tablespace's
 # extents lie on both pairs; one pair stays up and holds copies of the other's hot stripe
 # units, and the other pair sleeps whole. A workload on the hot tablespace (reads with the
 # page cache dropped, updates, checkpoints) must leave the cold pair's two members in
@@ -14,6 +16,8 @@
 #
 #   bash contrib-storage/tests/qmd-root.sh                    # as root
 #   GRS_BIN=/path/to/greenreplica-storage bash …              # a given binary
+# It runs `make install` of the extension: on a machine shared with other worktrees, inside a
+# private mount namespace (/work/tools/privns.sh NAME bash contrib-storage/tests/qmd-root.sh).
 set -uo pipefail
 
 . "$(dirname "$0")/lib.sh"
@@ -25,6 +29,10 @@ require_root_and_tools "the QMD tests" jq python3 losetup mkfs.ext4 runuser fuse
 [ -x "$PG_BIN/pgbench" ] || give_up "no PostgreSQL 15 server and pgbench at $PG_BIN (make deps installs them)"
 id "$PG_USER" >/dev/null 2>&1 || give_up "no user $PG_USER to run PostgreSQL as (PG_USER=… names another)"
 build_agent
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+make -C "$REPO" -s PG_CONFIG="$PG_BIN/pg_config" install >"/tmp/qmd-root-install.$$.log" 2>&1 ||
+	give_up "make install of the extension failed: $(tail -3 "/tmp/qmd-root-install.$$.log")"
+rm -f "/tmp/qmd-root-install.$$.log"
 
 WORK=$(mktemp -d "/tmp/grs-qmd.XXXXXX")
 chmod 755 "$WORK"
@@ -38,7 +46,7 @@ PGPORT=$((20000 + RANDOM % 20000))
 
 as_pg() { (cd / && runuser -u "$PG_USER" -- "$@"); }
 pg_sql() { as_pg "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -h "$PGSOCK" -p "$PGPORT" -d postgres -c "$1"; }
-pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s" "$@" >/dev/null; }
+pg_ctl_do() { as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PGSOCK/pg.log" -w -o "-p $PGPORT -k $PGSOCK -c listen_addresses='' -c shared_buffers=2MB -c checkpoint_timeout=30s -c shared_preload_libraries=greenreplica -c greenreplica.agent_socket=$SOCK -c greenreplica.agent_volume=qmd" "$@" >/dev/null; }
 grs() { "$BIN" --socket "$SOCK" "$@"; }
 volume_field() { grs request '{"op":"volume","volume":"qmd"}' | jq -r "$1"; }
 member_states() { volume_field '[.volume.members[].state] | join(" ")'; }
@@ -57,6 +65,8 @@ mkdir -p "$WORK"/{members,state,run,mnt/qmd}
 cat >"$WORK/agent.toml" <<CONF
 [agent]
 socket = "$SOCK"
+# PostgreSQL (as $PG_USER, the volume's owner) marks the volume through the socket
+group = "$(id -gn "$PG_USER")"
 state_dir = "$WORK/state"
 runtime_dir = "$WORK/run"
 
@@ -96,6 +106,7 @@ install -d -o "$PG_USER" -m 0755 "$PGSOCK"
 as_pg "$PG_BIN/initdb" -D "$PGDATA_DIR" -k -A trust --no-sync >"$WORK/initdb.log" 2>&1 ||
 	give_up "initdb failed: $(tail -3 "$WORK/initdb.log")"
 pg_ctl_do start || give_up "PostgreSQL does not start: $(tail -3 "$PGSOCK/pg.log")"
+pg_sql "CREATE EXTENSION greenreplica" >/dev/null
 pg_sql "CREATE TABLESPACE hot LOCATION '$MNT/hot'" >/dev/null
 pg_sql "CREATE TABLESPACE cold LOCATION '$MNT/cold'" >/dev/null
 # The hot table (updated in place: fillfactor leaves room for HOT updates) and its
@@ -126,8 +137,9 @@ else
 	fail "the flash buffer is written back to the pairs" "$buffered bytes still buffered"
 fi
 
-# The marks: the whole volume cold (no unmarked data: a pair with normal data never sleeps
-# whole), then every extent of the hot tablespace's files hot.
+# The marks: the whole volume cold from SQL (no unmarked data: a pair with normal data never
+# sleeps whole), then every extent of the hot tablespace's files hot (a later mark replaces
+# an earlier one where they overlap).
 extents_of() { # extents_of DIR: [[offset, len], ...] of its files on the volume
 	find "$1" -type f -print0 | xargs -0 -r filefrag -b1 -e 2>/dev/null | python3 -c '
 import json, re, sys
@@ -140,13 +152,14 @@ for line in sys.stdin:
 print(json.dumps(ext))'
 }
 hot_extents=$(extents_of "$MNT/hot")
-cold_answer=$(grs request "{\"op\":\"set_temperature\",\"volume\":\"qmd\",\"extents\":[[0,$CAP]],\"temperature\":\"cold\"}")
+cold_answer=$(pg_sql "SELECT marked_bytes || ' ' || ranges FROM greenreplica_set_volume_temperature('cold')" 2>&1)
+cold_bytes=$(volume_field .volume.temperatures.cold_bytes)
 hot_answer=$(grs request "{\"op\":\"set_temperature\",\"volume\":\"qmd\",\"extents\":$hot_extents,\"temperature\":\"hot\"}")
-if echo "$cold_answer" | is '.ok' && echo "$hot_answer" | is '.ok' &&
+if [ "$cold_answer" = "$CAP 1" ] && [ "$cold_bytes" = "$CAP" ] && echo "$hot_answer" | is '.ok' &&
 	[ "$(echo "$hot_extents" | jq length)" -gt 0 ]; then
-	pass "the volume marked cold and the hot tablespace's $(echo "$hot_extents" | jq length) extents hot ($(volume_field .volume.temperatures.hot_bytes) bytes)"
+	pass "the volume marked cold from SQL ($CAP bytes) and the hot tablespace's $(echo "$hot_extents" | jq length) extents hot ($(volume_field .volume.temperatures.hot_bytes) bytes)"
 else
-	fail "the volume marked cold and the hot tablespace hot" "$cold_answer / $hot_answer / $hot_extents"
+	fail "the volume marked cold from SQL and the hot tablespace hot" "$cold_answer (agent: $cold_bytes cold bytes) / $hot_answer / $hot_extents"
 fi
 
 # Which pair sleeps: the layout names it once the hot copies are written.
