@@ -330,8 +330,10 @@ gr_agent_request(const char *op, const char *extra)
 }
 
 bool
-gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
+gr_agent_volume_info(GrVolumeInfo *out, char *err, size_t errlen)
 {
+	GrVolumeInfo reply = *out;
+	GrVolumeInfo *info = &reply;
 	Jsonb	   *jb = gr_agent_call(gr_agent_request("volume", NULL), err, errlen);
 	JsonbValue *volume;
 	JsonbValue *profile;
@@ -392,6 +394,8 @@ gr_agent_volume_info(GrVolumeInfo *info, char *err, size_t errlen)
 	if (gr_json_seconds(profile->val.binary.data, "spin_down_s", &info->spin_down_s,
 						"volume", err, errlen) == GR_JSON_INVALID)
 		return false;
+	/* all or nothing: a reply that fails a check leaves *out as it was */
+	*out = reply;
 	return true;
 }
 
