@@ -599,6 +599,7 @@ static void
 gr_update_pace(TimestampTz now)
 {
 	double		oldest_age = -1;
+	bool		was_paced;
 
 	for (int i = 0; i < lengthof(sched.spin_cycles); i++)
 	{
@@ -610,8 +611,25 @@ gr_update_pace(TimestampTz now)
 		if (age < GR_DAY_S && age > oldest_age)
 			oldest_age = age;
 	}
+	was_paced = sched.pace.paced;
 	sched.pace = gr_plan_pace(gr_max_spin_cycles_per_day,
 							  gr_spin_cycles_last_day(now), oldest_age);
+
+	/*
+	 * From here on a backlog grows past window_size without starting a
+	 * batch, which looks like a stalled standby in a short run: say so once.
+	 */
+	if (sched.pace.paced && !was_paced)
+		ereport(LOG,
+				(errmsg("greenreplica: %d of %d spin cycles of the last 24 hours are left, batches are paced to one spin cycle every %.0f s at most",
+						sched.pace.remaining, gr_max_spin_cycles_per_day,
+						sched.pace.min_interval_s),
+				 errdetail("Until then neither greenreplica.window_size nor greenreplica.max_apply_delay starts a batch; the RTO bound still does."),
+				 errhint("Raise greenreplica.max_spin_cycles_per_day to let batches start more often.")));
+	else if (!sched.pace.paced && was_paced)
+		ereport(LOG,
+				(errmsg("greenreplica: batches are no longer paced, %d of %d spin cycles of the last 24 hours are left",
+						sched.pace.remaining, gr_max_spin_cycles_per_day)));
 }
 
 /*
@@ -2055,8 +2073,13 @@ gr_step(TimestampTz now)
 								gr_read_s() * 1000.0, sched.plan.load);
 				gr_start_batch(now, true);
 			}
-			else if (gr_apply_delay_reached(now) && gr_pace_holds(now))
-				gr_set_note("batch held back by the pace: %d of %d spin cycles left today, one every %.0f s at most; the RTO bound still starts a batch",
+			else if (gr_pace_holds(now) &&
+					 (gr_apply_delay_reached(now) ||
+					  gr_unapplied_bytes() >= (uint64) gr_window_size_mb * 1024 * 1024))
+				gr_set_note("batch held back by the pace (%s): %d of %d spin cycles left today, one every %.0f s at most; the RTO bound still starts a batch",
+							gr_apply_delay_reached(now) ?
+							"greenreplica.max_apply_delay passed" :
+							"the backlog passed greenreplica.window_size",
 							sched.pace.remaining, gr_max_spin_cycles_per_day,
 							sched.pace.min_interval_s);
 			else if (gr_apply_delay_reached(now))

@@ -97,6 +97,7 @@ class Agent:
         self.proc = None
         self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
         self.agent_options = ""  # more keys of its [agent] section, e.g. fuse_threads
+        self.start_stop_budget = None  # every template's start_stop_budget_per_day (None: 48)
 
     def template(self, name, policy, layout="raid10"):
         return f"""
@@ -108,7 +109,7 @@ member_kind = "emulated-hdd"
 member_size = "{self.member_size}"
 profile = "{self.profile}"
 policy = "{policy}"
-"""
+""" + (f"start_stop_budget_per_day = {self.start_stop_budget}\n" if self.start_stop_budget else "")
 
     def start(self):
         if not self.bin.exists():
@@ -456,7 +457,8 @@ def main():
                    help="greenreplica.max_spin_cycles_per_day of defer/compact (its default, 24: "
                         "once 12 cycles are spent, within minutes in a short run, the pace holds "
                         "batches back until the RTO bound starts one; compare standbys in a short "
-                        "run with a budget the run cannot spend by half, e.g. its largest, 1440)")
+                        "run with a budget the run cannot spend by half, e.g. its largest, 1440; "
+                        "the agent's templates get the same start/stop budget)")
     p.add_argument("--worst-phase-failover", default=None, metavar="CONFIG",
                    help="after the workload, keep the load going until this batching standby sleeps "
                         "with its largest backlog, and promote it then (the others at the end)")
@@ -478,6 +480,9 @@ def main():
     os.chmod(work, 0o755)
     run(["chown", f"{USER}:", str(work)])
     agent = Agent(work, args.profile, args.members, args.idle_short, args.member_size)
+    if args.max_spin_cycles_per_day is not None:
+        # the agent's own budget (48 a day) must not refuse what the scheduler's allows
+        agent.start_stop_budget = max(48, args.max_spin_cycles_per_day)
     for config in configs:
         if config in QMD_CONFIGS:
             agent.qmd_volume(config)
