@@ -68,6 +68,11 @@ cmp_ok($held->{rto_estimate_s}, '<', $held->{rto_budget_s},
 replay_all($standby, $primary);
 is_deeply(table_fingerprints($standby), table_fingerprints($primary),
 	'a batch asked for applies the held WAL');
+ok( $standby->poll_query_until(
+		'postgres',
+		"SELECT phase = 'sleep' AND volume_state = 'standby' AND spin_cycles_today = 2
+		   FROM greenreplica_status"),
+	'its wake spun the disks up: the sleep after it spends the second spin cycle');
 
 $standby->stop;
 remove_agent_volume($volume);

@@ -12,7 +12,10 @@ use JSON::PP;
 use POSIX ();
 
 # Start a fake agent on $socket_path in a child process; returns its pid.
-# With malformed => 1 it answers every request with garbage.
+# With malformed => 1 it answers every request with garbage.  With
+# ledger => 1 the volume reports a ledger whose spin_ups counts the wakes of
+# a sleeping volume, unless wakes_spin => 0: then no wake spins a disk up
+# (as a write-only wake that a flash buffer absorbs).
 sub start
 {
 	my (%opts) = @_;
@@ -34,6 +37,8 @@ sub start
 
 	my $json = JSON::PP->new->canonical;
 	my $state = 'active';
+	my $spin_ups = 0;
+	my $wakes_spin = $opts{wakes_spin} // 1;
 	while (my $client = $server->accept)
 	{
 		my $line = <$client>;
@@ -59,12 +64,16 @@ sub start
 				volume => {
 					name => $req->{volume},
 					state => $state,
-					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 }
+					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 },
+					($opts{ledger}
+						? (ledger => { reads => 0, writes => 0, spin_ups => $spin_ups })
+						: ())
 				}
 			};
 		}
 		elsif ($op eq 'wake')
 		{
+			$spin_ups++ if $state eq 'standby' && $wakes_spin;
 			$state = 'active';
 			$reply = { ok => JSON::PP::true, state => 'spinning_up', ready_in_s => 0.2 };
 		}
