@@ -39,22 +39,12 @@ greenreplica.agent_socket = '$socket'
 greenreplica.agent_volume = 'data'
 });
 
-sub asleep
-{
-	return 1
-	  if $standby->poll_query_until('postgres',
-		"SELECT phase = 'sleep' AND agent = 'connected' AND volume_state = 'standby'
-		   FROM greenreplica_status");
-	diag(explain(standby_status($standby, 'phase', 'volume_state', 'note')));
-	return 0;
-}
-
 sub sleeps_sent
 {
 	return scalar grep { $_ eq 'sleep' } FakeAgent::requests($log);
 }
 
-ok(asleep(), 'the volume went to sleep');
+ok(wait_until_asleep($standby), 'the volume went to sleep');
 is(standby_status($standby, 'spin_cycles_today')->{spin_cycles_today},
 	1, 'the first sleep spends a spin cycle');
 
@@ -65,7 +55,7 @@ for my $round (1 .. 4)
 	$primary->safe_psql('postgres',
 		"UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = $round");
 	replay_all($standby, $primary);
-	ok(asleep(), "batch $round: the volume sleeps again");
+	ok(wait_until_asleep($standby), "batch $round: the volume sleeps again");
 }
 cmp_ok(sleeps_sent(), '>=', $sleeps + 4, 'each batch ended with a sleep request');
 
