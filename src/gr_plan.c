@@ -345,6 +345,14 @@ gr_plan_pace_allows(const GrPace *pace, double since_sleep_s)
 	return since_sleep_s >= pace->min_interval_s;
 }
 
+bool
+gr_plan_sleep_spends_cycle(double spin_ups_at_last_cycle, double spin_ups_now)
+{
+	if (spin_ups_at_last_cycle < 0 || spin_ups_now < 0)
+		return true;
+	return spin_ups_now > spin_ups_at_last_cycle;
+}
+
 /* The first boundary above "at" (index into bounds; nbounds when none). */
 static size_t
 gr_bound_above(const uint64_t *bounds, size_t nbounds, uint64_t at)

@@ -249,6 +249,17 @@ extern GrPace gr_plan_pace(int budget, int used, double oldest_age_s);
 extern bool gr_plan_pace_allows(const GrPace *pace, double since_sleep_s);
 
 /*
+ * Whether a sleep request spends a start/stop cycle of the budget: only when
+ * a disk spun up since the last sleep that spent one.  A wake that spun no
+ * disk (a write-only wake absorbed by a flash buffer, a hinted wake of pairs
+ * that were spinning) leaves nothing to spin down.  The arguments are the
+ * agent's count of the volume's spin-ups then and now; a negative one (not
+ * known: no cycle spent yet, or an agent without a ledger) spends a cycle.
+ */
+extern bool gr_plan_sleep_spends_cycle(double spin_ups_at_last_cycle,
+									   double spin_ups_now);
+
+/*
  * Runs that respect alignment boundaries (issue 18).  The storage agent cuts
  * every request at its layout's boundaries (chunk ends; member track ends on
  * the track-aligned layouts): a run that crosses one by a few bytes costs a

@@ -184,6 +184,8 @@ typedef struct GrScheduler
 	TimestampTz volume_ready_at;	/* during WAKE */
 	TimestampTz spin_cycles[1441];	/* ring of sleep times, last 24 h */
 	int			spin_cycle_next;
+	double		cycle_spin_ups; /* the agent's spin-ups at the last sleep
+								 * that spent a cycle; -1 none yet */
 
 	/* the current batch */
 	TimestampTz batch_start;
@@ -599,6 +601,7 @@ static void
 gr_update_pace(TimestampTz now)
 {
 	double		oldest_age = -1;
+	bool		was_paced;
 
 	for (int i = 0; i < lengthof(sched.spin_cycles); i++)
 	{
@@ -610,8 +613,25 @@ gr_update_pace(TimestampTz now)
 		if (age < GR_DAY_S && age > oldest_age)
 			oldest_age = age;
 	}
+	was_paced = sched.pace.paced;
 	sched.pace = gr_plan_pace(gr_max_spin_cycles_per_day,
 							  gr_spin_cycles_last_day(now), oldest_age);
+
+	/*
+	 * From here on a backlog grows past window_size without starting a
+	 * batch, which looks like a stalled standby in a short run: say so once.
+	 */
+	if (sched.pace.paced && !was_paced)
+		ereport(LOG,
+				(errmsg("greenreplica: %d of %d spin cycles of the last 24 hours are left, batches are paced to one spin cycle every %.0f s at most",
+						sched.pace.remaining, gr_max_spin_cycles_per_day,
+						sched.pace.min_interval_s),
+				 errdetail("Until then neither greenreplica.window_size nor greenreplica.max_apply_delay starts a batch; the RTO bound still does."),
+				 errhint("Raise greenreplica.max_spin_cycles_per_day to let batches start more often.")));
+	else if (!sched.pace.paced && was_paced)
+		ereport(LOG,
+				(errmsg("greenreplica: batches are no longer paced, %d of %d spin cycles of the last 24 hours are left",
+						sched.pace.remaining, gr_max_spin_cycles_per_day)));
 }
 
 /*
@@ -1341,6 +1361,7 @@ gr_put_volume_to_sleep(TimestampTz now)
 	double		idle_s;
 	double		worst_s;
 	int			cycles = gr_spin_cycles_last_day(now);
+	bool		spends_cycle;
 	bool		declined;
 	char		err[GR_MESSAGE_LEN];
 
@@ -1386,7 +1407,17 @@ gr_put_volume_to_sleep(TimestampTz now)
 					gr_rto_s - gr_rto_margin_s());
 		return;
 	}
-	if (cycles >= gr_max_spin_cycles_per_day)
+
+	/*
+	 * The budget counts start/stop cycles of the disks: a batch whose wake
+	 * spun none up (a write-only wake kept the disks asleep) spends none.
+	 */
+	gr_refresh_agent(now, true);
+	if (sched.agent_state != GR_AGENT_CONNECTED)
+		return;
+	spends_cycle = gr_plan_sleep_spends_cycle(sched.cycle_spin_ups,
+											  sched.volume.spin_ups);
+	if (spends_cycle && cycles >= gr_max_spin_cycles_per_day)
 	{
 		gr_set_note("volume kept spinning: %d of %d spin cycles used in the last 24 hours",
 					cycles, gr_max_spin_cycles_per_day);
@@ -1402,9 +1433,16 @@ gr_put_volume_to_sleep(TimestampTz now)
 		sched.asleep_spin_ups = sched.volume.spin_ups;
 		sched.volume_asleep = true;
 		sched.asleep_at = now;
-		sched.spin_cycles[sched.spin_cycle_next] = now;
-		sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
-		gr_set_note("volume asleep until the next batch (expected idle %.1f s)", idle_s);
+		if (spends_cycle)
+		{
+			sched.spin_cycles[sched.spin_cycle_next] = now;
+			sched.spin_cycle_next = (sched.spin_cycle_next + 1) % lengthof(sched.spin_cycles);
+			sched.cycle_spin_ups = sched.volume.spin_ups;
+			gr_set_note("volume asleep until the next batch (expected idle %.1f s)", idle_s);
+		}
+		else
+			gr_set_note("volume asleep until the next batch (expected idle %.1f s); no disk spun up since the last sleep, no spin cycle spent",
+						idle_s);
 	}
 	else if (declined)
 	{
@@ -2055,8 +2093,13 @@ gr_step(TimestampTz now)
 								gr_read_s() * 1000.0, sched.plan.load);
 				gr_start_batch(now, true);
 			}
-			else if (gr_apply_delay_reached(now) && gr_pace_holds(now))
-				gr_set_note("batch held back by the pace: %d of %d spin cycles left today, one every %.0f s at most; the RTO bound still starts a batch",
+			else if (gr_pace_holds(now) &&
+					 (gr_apply_delay_reached(now) ||
+					  gr_unapplied_bytes() >= (uint64) gr_window_size_mb * 1024 * 1024))
+				gr_set_note("batch held back by the pace (%s): %d of %d spin cycles left today, one every %.0f s at most; the RTO bound still starts a batch",
+							gr_apply_delay_reached(now) ?
+							"greenreplica.max_apply_delay passed" :
+							"the backlog passed greenreplica.window_size",
 							sched.pace.remaining, gr_max_spin_cycles_per_day,
 							sched.pace.min_interval_s);
 			else if (gr_apply_delay_reached(now))
@@ -2162,6 +2205,7 @@ gr_scheduler_main(Datum main_arg)
 	memset(&sched, 0, sizeof(sched));
 	sched.phase = GR_PHASE_INACTIVE;
 	sched.r_gen = -1;
+	sched.cycle_spin_ups = -1;
 	sched.r_apl = GR_DEFAULT_R_APL;
 	sched.model.read_s = gr_initial_read_time_ms / 1000.0;
 	sched.model.replay_rate = GR_DEFAULT_REPLAY_RATE;

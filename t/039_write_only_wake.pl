@@ -60,19 +60,9 @@ sub write_only_batches
 	return $ret == 0 ? $out : "error: $err";
 }
 
-sub asleep
-{
-	return 1
-	  if $standby->poll_query_until('postgres',
-		"SELECT phase = 'sleep' AND agent = 'connected' AND volume_state = 'standby'
-		   FROM greenreplica_status");
-	diag(explain(standby_status($standby, 'phase', 'volume_state', 'note')));
-	return 0;
-}
-
-ok(asleep(), 'the standby batches and the volume sleeps');
+ok(wait_until_asleep($standby), 'the standby batches and the volume sleeps');
 replay_all($standby, $primary);
-ok(asleep(), 'caught up, the volume sleeps again');
+ok(wait_until_asleep($standby), 'caught up, the volume sleeps again');
 my $write_only_before = write_only_batches();
 like($write_only_before, qr/^[0-9]+$/, 'the status counts write-only batches');
 
@@ -87,7 +77,7 @@ ok($wakes[0]{writes_only}, 'a window that only writes gets a write-only wake')
   or diag(explain($wakes[0]));
 is(ref($wakes[0]{extents}), 'ARRAY', 'with the extents it writes');
 is(write_only_batches(), $write_only_before + 1, 'the status counts the write-only batch');
-ok(asleep(), 'the volume sleeps after the batch');
+ok(wait_until_asleep($standby), 'the volume sleeps after the batch');
 
 # A window that needs reads of blocks the standby has in no cache: pgbench's
 # accounts, never read since the base backup, dropped from the page cache.

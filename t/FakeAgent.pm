@@ -16,7 +16,10 @@ use POSIX ();
 # capacity_bytes => N adds the volume's capacity to the "volume" reply;
 # layout => NAME answers set_temperature as that layout would (only "qmd"
 # keeps temperatures); replies_dir => DIR answers an op with the raw line in
-# DIR/<op> while that file exists (a buggy or hostile agent).
+# DIR/<op> while that file exists (a buggy or hostile agent).  With
+# ledger => 1 the volume reports a ledger whose spin_ups counts the wakes of
+# a sleeping volume, unless wakes_spin => 0: then no wake spins a disk up
+# (as a write-only wake that a flash buffer absorbs).
 sub start
 {
 	my (%opts) = @_;
@@ -38,6 +41,8 @@ sub start
 
 	my $json = JSON::PP->new->canonical;
 	my $state = 'active';
+	my $spin_ups = 0;
+	my $wakes_spin = $opts{wakes_spin} // 1;
 	while (my $client = $server->accept)
 	{
 		my $line = <$client>;
@@ -73,7 +78,10 @@ sub start
 				volume => {
 					name => $req->{volume},
 					state => $state,
-					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 }
+					profile => { name => 'fake', spin_up_s => 0.2, break_even_s => 0.5 },
+					($opts{ledger}
+						? (ledger => { reads => 0, writes => 0, spin_ups => $spin_ups })
+						: ())
 				}
 			};
 			$reply->{volume}{capacity_bytes} = $opts{capacity_bytes}
@@ -96,6 +104,7 @@ sub start
 		}
 		elsif ($op eq 'wake')
 		{
+			$spin_ups++ if $state eq 'standby' && $wakes_spin;
 			$state = 'active';
 			$reply = { ok => JSON::PP::true, state => 'spinning_up', ready_in_s => 0.2 };
 		}

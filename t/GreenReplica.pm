@@ -22,6 +22,7 @@ our @EXPORT = qw(
   start_pgbench
   promote_and_time_first_write
   wait_for_phase
+  wait_until_asleep
   agent_volume
   remove_agent_volume
   agent_request
@@ -338,6 +339,19 @@ greenreplica.agent_volume = '$volume'
 $conf
 });
 	return ($primary, $standby, $volume);
+}
+
+# Wait until $node sleeps between batches with its volume asleep, as the
+# agent reports it; says why not when it does not get there.
+sub wait_until_asleep
+{
+	my ($node) = @_;
+	return 1
+	  if $node->poll_query_until('postgres',
+		"SELECT phase = 'sleep' AND agent = 'connected' AND volume_state = 'standby'
+		   FROM greenreplica_status");
+	diag(explain(standby_status($node, 'phase', 'volume_state', 'note')));
+	return 0;
 }
 
 # The RTO scenario for one phase of the batch cycle: a standby on an agent

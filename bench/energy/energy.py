@@ -97,6 +97,7 @@ class Agent:
         self.proc = None
         self.extra_config = ""  # more sections for agent.toml, e.g. [[volume]]s with a trace
         self.agent_options = ""  # more keys of its [agent] section, e.g. fuse_threads
+        self.start_stop_budget = None  # every template's start_stop_budget_per_day (None: 48)
 
     def template(self, name, policy, layout="raid10"):
         return f"""
@@ -108,7 +109,7 @@ member_kind = "emulated-hdd"
 member_size = "{self.member_size}"
 profile = "{self.profile}"
 policy = "{policy}"
-"""
+""" + (f"start_stop_budget_per_day = {self.start_stop_budget}\n" if self.start_stop_budget else "")
 
     def start(self):
         if not self.bin.exists():
@@ -280,6 +281,8 @@ def standby_conf(config, args, volume):
                  "recovery_prefetch = off\n")
     if args.max_apply_delay is not None:
         extra += f"greenreplica.max_apply_delay = {args.max_apply_delay}\n"
+    if args.max_spin_cycles_per_day is not None:
+        extra += f"greenreplica.max_spin_cycles_per_day = {args.max_spin_cycles_per_day}\n"
     mode = OTHER_LAYOUTS.get(config, (QMD_CONFIGS.get(config, config.removesuffix("_os")),))[0]
     return common + extra + f"""greenreplica.mode = {mode}
 greenreplica.rto = {args.rto}s
@@ -349,9 +352,11 @@ def promote_at_worst_phase(node, primary, args, samples):
     return at
 
 
+# The note comes last: it is free text (split off with maxsplit).
 STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
               "coalesce(r_gen, 0), coalesce(r_apl, 0), coalesce(batches, 0), "
-              "coalesce(r_apl_measured, false) FROM greenreplica_status")
+              "coalesce(r_apl_measured, false), coalesce(paced, false), "
+              "coalesce(spin_cycles_today, 0), coalesce(note, '') FROM greenreplica_status")
 
 
 def sample(agent, standbys, samples, stop):
@@ -371,10 +376,12 @@ def sample(agent, standbys, samples, stop):
             if v:
                 row["members"] = [m["state"] for m in v["members"]]
             try:
-                phase, unapplied, est, rgen, rapl, batches, measured = node.psql(STATUS_SQL).split("|")
+                (phase, unapplied, est, rgen, rapl, batches, measured, paced, cycles,
+                 note) = node.psql(STATUS_SQL).split("|", 9)
                 row.update(phase=phase, unapplied_bytes=int(unapplied), rto_estimate_s=float(est),
                            r_gen=float(rgen), r_apl=float(rapl), batches=int(batches),
-                           r_apl_measured=measured == "t")
+                           r_apl_measured=measured == "t", paced=paced == "t",
+                           spin_cycles_today=int(cycles), note=note)
             except Exception:
                 pass
             samples[config].append(row)
@@ -446,6 +453,12 @@ def main():
     p.add_argument("--max-apply-delay", default=None,
                    help="greenreplica.max_apply_delay of defer/compact (its default, 300 s, starts a "
                         "batch every 5 minutes whatever the RTO allows; 0: the RTO alone decides)")
+    p.add_argument("--max-spin-cycles-per-day", type=int, default=None,
+                   help="greenreplica.max_spin_cycles_per_day of defer/compact (its default, 24: "
+                        "once 12 cycles are spent, within minutes in a short run, the pace holds "
+                        "batches back until the RTO bound starts one; compare standbys in a short "
+                        "run with a budget the run cannot spend by half, e.g. its largest, 1440; "
+                        "the agent's templates get the same start/stop budget)")
     p.add_argument("--worst-phase-failover", default=None, metavar="CONFIG",
                    help="after the workload, keep the load going until this batching standby sleeps "
                         "with its largest backlog, and promote it then (the others at the end)")
@@ -467,6 +480,9 @@ def main():
     os.chmod(work, 0o755)
     run(["chown", f"{USER}:", str(work)])
     agent = Agent(work, args.profile, args.members, args.idle_short, args.member_size)
+    if args.max_spin_cycles_per_day is not None:
+        # the agent's own budget (48 a day) must not refuse what the scheduler's allows
+        agent.start_stop_budget = max(48, args.max_spin_cycles_per_day)
     for config in configs:
         if config in QMD_CONFIGS:
             agent.qmd_volume(config)
@@ -606,6 +622,12 @@ primary_slot_name = '{config}'
                 "largest_rto_estimate_s": (max((s.get("rto_estimate_s", 0) for s in samples[config]), default=0)
                                            if config not in STOCK else None),
                 "batches": status.get("batches") if config not in STOCK else None,
+                # Once half of greenreplica.max_spin_cycles_per_day is spent the pace holds
+                # batches back until the RTO bound (or the pace) starts one: a run of minutes
+                # spends a day's budget, so say when that happened.
+                "paced_from_s": (next((s["t"] for s in samples[config] if s.get("paced")), None)
+                                 if config not in STOCK else None),
+                "spin_cycles_today": status.get("spin_cycles_today") if config not in STOCK else None,
                 "write_only_batches": write_only.get(config),
                 # QMD's flash member (the last): its share of the energy.
                 "flash": ({"energy_joules": d["members"][-1]["energy_joules"],

@@ -421,6 +421,14 @@ main(void)
 			   "1 of 2 left, oldest unknown: a day");
 	}
 
+	/* A sleep spends a start/stop cycle only if a disk spun up since the last. */
+	expect(gr_plan_sleep_spends_cycle(-1, 0), "the first sleep spends a cycle");
+	expect(gr_plan_sleep_spends_cycle(4, -1), "spin-ups unknown: spends one");
+	expect(!gr_plan_sleep_spends_cycle(4, 4),
+		   "no disk spun up since (a write-only wake): no cycle spent");
+	expect(gr_plan_sleep_spends_cycle(4, 5), "a disk spun up since: a cycle");
+	expect(gr_plan_sleep_spends_cycle(4, 12), "a whole volume spun up: one cycle");
+
 	test_align_runs();
 	return unit_report();
 }
