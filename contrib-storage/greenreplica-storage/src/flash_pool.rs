@@ -89,6 +89,8 @@ struct PoolState {
     slots: BTreeMap<u32, Arc<str>>,
     /// Volumes assembled on the pool in this run.
     attached: BTreeSet<String>,
+    /// Attached volumes whose extents were reconciled (`settle`) in this run.
+    settled: BTreeSet<String>,
 }
 
 /// A flash pool shared by QMD volumes (see the module documentation).
@@ -243,6 +245,7 @@ impl FlashPool {
                 owner,
                 slots: slots.into_iter().map(|(s, v)| (s, v.into())).collect(),
                 attached: BTreeSet::new(),
+                settled: BTreeSet::new(),
             }),
             store,
         };
@@ -407,11 +410,24 @@ impl FlashPool {
                 "extent released to the pool before the volume's record was durable: dropped");
         }
         self.journal.commit()?;
+        st.settled.insert(volume.to_string());
         Ok(listed
             .iter()
             .copied()
             .filter(|e| held.contains(e))
             .collect())
+    }
+
+    /// Whether `volume`'s extents were reconciled since it was attached.
+    pub fn settled(&self, volume: &str) -> bool {
+        lock(&self.state).settled.contains(volume)
+    }
+
+    /// The volume stopped (or its assembly failed): it may be attached again.
+    pub fn detach(&self, volume: &str) {
+        let mut st = lock(&self.state);
+        st.attached.remove(volume);
+        st.settled.remove(volume);
     }
 
     /// The operator's release of a volume no longer assembled: every extent it holds and
