@@ -430,6 +430,12 @@ impl Config {
                     format!("{:?} is used by another volume", vol.name),
                 ));
             }
+            let smallest = vol
+                .members
+                .iter()
+                .filter_map(|m| m.size.as_ref().and_then(|s| s.bytes().ok()))
+                .min();
+            self.check_volume_flash(&key, vol, smallest)?;
             // A volume on a flash pool has the pool's view as its last member.
             let member_count = vol.members.len() + usize::from(vol.flash.is_some());
             self.check_common(
@@ -439,12 +445,6 @@ impl Config {
                 vol.stripe_unit,
                 vol.rebuild_mb_s,
             )?;
-            let smallest = vol
-                .members
-                .iter()
-                .filter_map(|m| m.size.as_ref().and_then(|s| s.bytes().ok()))
-                .min();
-            self.check_volume_flash(&key, vol, smallest)?;
             self.check_layout_options(
                 &key,
                 vol.layout,
@@ -801,6 +801,9 @@ pub fn parse_mode(text: &str) -> Result<u32, String> {
         .filter(|m| *m <= 0o7777)
         .ok_or_else(|| format!("{text:?} is not an octal file mode like \"0700\""))
 }
+
+#[cfg(test)]
+mod flash_tests;
 
 #[cfg(test)]
 mod tests {
