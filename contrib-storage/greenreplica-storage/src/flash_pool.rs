@@ -453,8 +453,18 @@ impl FlashPool {
         for &e in &held {
             self.release_locked(&mut st, volume, e)?;
         }
-        if has_slot {
-            st.slots.retain(|_, v| &**v != volume);
+        if let Some((&slot, _)) = st.slots.iter().find(|(_, v)| &***v == volume) {
+            // Its header goes too: a later volume given the slot must find it blank.
+            if let Some(store) = &self.store {
+                store
+                    .write_at(
+                        &vec![0u8; DATA_OFFSET as usize],
+                        u64::from(slot) * DATA_OFFSET,
+                    )
+                    .and_then(|()| store.flush())
+                    .with_context(|| format!("flash {}: clearing slot {slot}", self.name))?;
+            }
+            st.slots.remove(&slot);
         }
         // A snapshot without the volume's slot (a slot record cannot be undone).
         let image = Self::image_locked(&st, self);

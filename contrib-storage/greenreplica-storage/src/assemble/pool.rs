@@ -13,7 +13,7 @@ use crate::config::FlashConfig;
 use crate::flash_pool::{default_extent_bytes, FlashPool, HEADER_AREA};
 use crate::layout;
 use crate::member::{CommandRunner, FileMember, Member, MemberKind};
-use crate::superblock::DATA_OFFSET;
+use crate::superblock::{self, MemberData, DATA_OFFSET};
 use crate::volume::Volume;
 
 /// The pool's metadata journal, beside the volumes' (`state_dir/flash-NAME.journal`).
@@ -121,7 +121,9 @@ fn assemble_on(
     if smallest <= DATA_OFFSET {
         bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
     }
-    stores.push(pool.member_for(name)?);
+    let flash = pool.member_for(name)?;
+    refuse_flash_rebuild(name, pool, &stores, flash.as_ref())?;
+    stores.push(flash);
     let layout = layout::build_with(
         spec.layout,
         spec.members.len(),
@@ -142,4 +144,34 @@ fn assemble_on(
             .with_context(|| format!("volume {name}: flash pool"))?;
     }
     Ok(volume)
+}
+
+/// The engine rebuilds a member over its whole data range, which on a pool is every
+/// volume's extents: a volume whose pool slot is blank (or half rebuilt) while its disks
+/// belong to an existing volume is refused instead of rebuilding the shared flash.
+fn refuse_flash_rebuild(
+    name: &str,
+    pool: &FlashPool,
+    disks: &[Arc<dyn Member>],
+    flash: &dyn Member,
+) -> Result<()> {
+    let blank_slot = match superblock::read(flash) {
+        Ok(None) => true,
+        Ok(Some(h)) => matches!(h.data, MemberData::Rebuilding { .. }),
+        // Damaged or foreign: assembly fails the member (it is not rebuilt).
+        Err(_) => false,
+    };
+    let existing = disks
+        .iter()
+        .any(|d| matches!(superblock::read(d.as_ref()), Ok(Some(_))));
+    if blank_slot && existing {
+        bail!(
+            "volume {name}: its header slot in flash pool {} is blank or half rebuilt while its \
+             disks belong to an existing volume; rebuilding a member writes its whole range, \
+             which on a shared pool is other volumes' extents — refused (give the volume its \
+             own flash member, or recreate it)",
+            pool.name()
+        );
+    }
+    Ok(())
 }

@@ -287,6 +287,27 @@ fn a_volume_left_out_keeps_its_extents() {
     );
     assert_eq!(pool.release_volume("vb").unwrap(), 1);
     assert!(pool.release_volume("va").is_err(), "assembled");
+    // A new volume takes the released slot: it finds it blank (the header was cleared).
+    let vc = spec(&dir, "vc", &cfg);
+    let c = assemble_pooled(&vc, &pool, Arc::new(VirtualClock::new()), &dir, &runner).unwrap();
+    c.tick();
+    c.write(0, &block(2, 2)).unwrap();
+    c.flush().unwrap();
+    assert_eq!(pool.held("vc").len(), 1);
+    drop(c);
+    pool.detach("vc");
+    // vb again: its disks are an existing volume, its pool slot is gone: rebuilding the
+    // flash member would write over the other volumes' extents, so it is refused.
+    let e = assemble_pooled(
+        &specs[1],
+        &pool,
+        Arc::new(VirtualClock::new()),
+        &dir,
+        &runner,
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("blank or half rebuilt"), "{e:#}");
+    assert_eq!(pool.held("vc").len(), 1, "vc's extent untouched");
     drop(vols);
     drop(pool);
     std::fs::remove_dir_all(dir).unwrap();
