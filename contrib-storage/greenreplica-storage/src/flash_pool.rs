@@ -85,6 +85,8 @@ struct PoolImage {
 struct PoolState {
     /// Per extent: the volume holding it.
     owner: Vec<Option<Arc<str>>>,
+    /// Extents held (the fill is asked for at every write completion).
+    used: usize,
     /// Header slot → volume.
     slots: BTreeMap<u32, Arc<str>>,
     /// Volumes assembled on the pool in this run.
@@ -236,6 +238,7 @@ impl FlashPool {
         if let Some((&bad, _)) = slots.iter().find(|(&s, _)| u64::from(s) >= HEADER_SLOTS) {
             bail!("flash {name}: the pool journal names header slot {bad}");
         }
+        let used = owner.iter().filter(|o| o.is_some()).count();
         let pool = Self {
             name: name.to_string(),
             data_bytes,
@@ -243,6 +246,7 @@ impl FlashPool {
             journal,
             state: Mutex::new(PoolState {
                 owner,
+                used,
                 slots: slots.into_iter().map(|(s, v)| (s, v.into())).collect(),
                 attached: BTreeSet::new(),
                 settled: BTreeSet::new(),
@@ -287,8 +291,7 @@ impl FlashPool {
     pub fn fill(&self) -> f64 {
         let st = lock(&self.state);
         let usable = self.count() as u64 - Self::first_usable(self.extent_bytes);
-        let used = st.owner.iter().filter(|o| o.is_some()).count();
-        used as f64 / usable.max(1) as f64
+        st.used as f64 / usable.max(1) as f64
     }
 
     fn append<T: Serialize>(&self, kind: u16, record: &T) -> Result<()> {
@@ -314,6 +317,7 @@ impl FlashPool {
             .commit()
             .with_context(|| format!("flash {}: committing extent {e}", self.name))?;
         st.owner[e] = Some(volume.into());
+        st.used += 1;
         drop(st);
         self.maybe_checkpoint();
         Ok(Some(e as u32))
@@ -342,6 +346,7 @@ impl FlashPool {
             },
         )?;
         st.owner[extent as usize] = None;
+        st.used -= 1;
         Ok(())
     }
 
