@@ -153,7 +153,7 @@ if start_mounted_agent; then
 	fi
 	free_before=$(pool_field .free_extents)
 	reply=$(grs request '{"op":"release_flash","flash":"fast","volume":"b"}')
-	refused=$(grs request '{"op":"release_flash","flash":"fast","volume":"a"}' | jq -r .ok)
+	refused=$(grs request '{"op":"release_flash","flash":"fast","volume":"a"}' 2>/dev/null | jq -r .ok)
 	if [ "$(jq -r .ok <<<"$reply")" = true ] &&
 		[ "$(pool_field .free_extents)" -eq $((free_before + b_extents)) ] &&
 		[ -z "$(pool_field '.volumes[] | select(.volume == "b") | .volume')" ] && [ "$refused" = false ]; then
