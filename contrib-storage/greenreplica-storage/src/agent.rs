@@ -620,3 +620,6 @@ impl Handler for Agent {
         }
     }
 }
+
+#[cfg(test)]
+mod flash_tests;

@@ -235,6 +235,9 @@ impl FlashPool {
                 _ => bail!("flash {name}: the pool journal names extent {e}, outside the pool"),
             }
         }
+        for v in slots.values() {
+            check_name(v)?;
+        }
         if let Some((&bad, _)) = slots.iter().find(|(&s, _)| u64::from(s) >= HEADER_SLOTS) {
             bail!("flash {name}: the pool journal names header slot {bad}");
         }
