@@ -122,7 +122,7 @@ fn assemble_on(
         bail!("volume {name}: members must be larger than the {DATA_OFFSET}-byte header area");
     }
     let flash = pool.member_for(name)?;
-    refuse_flash_rebuild(name, pool, &stores, flash.as_ref())?;
+    check_pool_slot(name, pool, &stores, flash.as_ref())?;
     stores.push(flash);
     let layout = layout::build_with(
         spec.layout,
@@ -146,10 +146,12 @@ fn assemble_on(
     Ok(volume)
 }
 
-/// The engine rebuilds a member over its whole data range, which on a pool is every
-/// volume's extents: a volume whose pool slot is blank (or half rebuilt) while its disks
-/// belong to an existing volume is refused instead of rebuilding the shared flash.
-fn refuse_flash_rebuild(
+/// Refused before anything is written: (1) a volume whose pool slot is blank (or half
+/// rebuilt) while its disks belong to an existing volume — the engine rebuilds a member over
+/// its whole data range, which on a pool is every volume's extents; (2) a new volume (blank
+/// disks) whose name still holds extents in the pool — an earlier volume of that name,
+/// left out of the configuration, whose buffered writes only the operator may give up.
+fn check_pool_slot(
     name: &str,
     pool: &FlashPool,
     disks: &[Arc<dyn Member>],
@@ -164,6 +166,15 @@ fn refuse_flash_rebuild(
     let existing = disks
         .iter()
         .any(|d| matches!(superblock::read(d.as_ref()), Ok(Some(_))));
+    let held = pool.held(name).len();
+    if !existing && held > 0 {
+        bail!(
+            "volume {name}: flash pool {} still holds {held} extents of an earlier volume named \
+             {name} (its buffered writes may be the only copy of its newest data); restore \
+             that volume's members, or release them with release_flash",
+            pool.name()
+        );
+    }
     if blank_slot && existing {
         bail!(
             "volume {name}: its header slot in flash pool {} is blank or half rebuilt while its \

@@ -285,6 +285,25 @@ fn a_volume_left_out_keeps_its_extents() {
         .is_err(),
         "va is attached already"
     );
+    // A new volume named vb (blank disks) does not take over the old vb's extents.
+    for m in 0..2 {
+        let f = dir.join(format!("vb-m{m}.img"));
+        std::fs::rename(&f, f.with_extension("old")).unwrap();
+    }
+    let e = assemble_pooled(
+        &specs[1],
+        &pool,
+        Arc::new(VirtualClock::new()),
+        &dir,
+        &runner,
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("release_flash"), "{e:#}");
+    assert_eq!(pool.held("vb"), held, "still kept");
+    for m in 0..2 {
+        let f = dir.join(format!("vb-m{m}.img"));
+        std::fs::rename(f.with_extension("old"), &f).unwrap();
+    }
     assert_eq!(pool.release_volume("vb").unwrap(), 1);
     assert!(pool.release_volume("va").is_err(), "assembled");
     // A new volume takes the released slot: it finds it blank (the header was cleared).
