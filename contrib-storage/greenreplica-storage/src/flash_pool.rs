@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
@@ -85,8 +86,6 @@ struct PoolImage {
 struct PoolState {
     /// Per extent: the volume holding it.
     owner: Vec<Option<Arc<str>>>,
-    /// Extents held (the fill is asked for at every write completion).
-    used: usize,
     /// Header slot → volume.
     slots: BTreeMap<u32, Arc<str>>,
     /// Volumes assembled on the pool in this run.
@@ -103,6 +102,9 @@ pub struct FlashPool {
     extent_bytes: u64,
     journal: Journal,
     state: Mutex<PoolState>,
+    /// Extents held: the fill is asked for at every write completion of every volume,
+    /// without waiting for the lock a `take` holds through its commit.
+    used: AtomicUsize,
     store: Option<Arc<dyn Member>>,
 }
 
@@ -247,9 +249,9 @@ impl FlashPool {
             data_bytes,
             extent_bytes,
             journal,
+            used: AtomicUsize::new(used),
             state: Mutex::new(PoolState {
                 owner,
-                used,
                 slots: slots.into_iter().map(|(s, v)| (s, v.into())).collect(),
                 attached: BTreeSet::new(),
                 settled: BTreeSet::new(),
@@ -292,9 +294,8 @@ impl FlashPool {
 
     /// Share of the usable extents held by some volume.
     pub fn fill(&self) -> f64 {
-        let st = lock(&self.state);
         let usable = self.count() as u64 - Self::first_usable(self.extent_bytes);
-        st.used as f64 / usable.max(1) as f64
+        self.used.load(Ordering::Relaxed) as f64 / usable.max(1) as f64
     }
 
     fn append<T: Serialize>(&self, kind: u16, record: &T) -> Result<()> {
@@ -320,7 +321,7 @@ impl FlashPool {
             .commit()
             .with_context(|| format!("flash {}: committing extent {e}", self.name))?;
         st.owner[e] = Some(volume.into());
-        st.used += 1;
+        self.used.fetch_add(1, Ordering::Relaxed);
         drop(st);
         self.maybe_checkpoint();
         Ok(Some(e as u32))
@@ -349,7 +350,7 @@ impl FlashPool {
             },
         )?;
         st.owner[extent as usize] = None;
-        st.used -= 1;
+        self.used.fetch_sub(1, Ordering::Relaxed);
         Ok(())
     }
 
