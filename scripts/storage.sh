@@ -44,6 +44,10 @@ check)
 		say "storage agent: QMD under PostgreSQL (a cold tablespace's pair sleeps whole through a workload on the hot one, hot data served from its copy)"
 		bash tests/qmd-root.sh
 	fi
+	if [ -f tests/qmd-pool-root.sh ]; then
+		say "storage agent: two QMD volumes on one shared flash pool (buffered in the pool, kill -9, a removed volume's extents released by the operator)"
+		bash tests/qmd-pool-root.sh
+	fi
 	if [ -f tests/ido-root.sh ]; then
 		say "storage agent: IDO under PostgreSQL (a member failed under pgbench, writes redirected to the surrogate pair, rebuilt, reclaimed)"
 		bash tests/ido-root.sh

@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::assemble::{assemble, VolumeSpec};
+use crate::assemble::{assemble, assemble_pooled, open_pool, VolumeSpec};
 use crate::clock::{Clock, RealClock};
 use crate::config::{parse_mode, Config, VolumeConfig};
 use crate::control::protocol::{self, Request};
 use crate::control::server::Handler;
 use crate::export::{Export, ExportSpec, MountPoint, MountTarget};
+use crate::flash_pool::FlashPool;
 use crate::ledger_store;
 use crate::member::{CommandRunner, FileMember, Member, MemberKind, SystemRunner};
 use crate::metrics;
@@ -33,6 +34,8 @@ pub struct ManagedVolume {
     owner: u32,
     /// Directory holding the member files of a socket-created volume.
     member_dir: Option<PathBuf>,
+    /// The `[[flash]]` pool its flash write buffer is in (its last member is the pool's).
+    pool: Option<Arc<FlashPool>>,
 }
 
 pub struct Agent {
@@ -40,6 +43,8 @@ pub struct Agent {
     clock: Arc<RealClock>,
     runner: Arc<dyn CommandRunner>,
     volumes: Mutex<BTreeMap<String, Arc<ManagedVolume>>>,
+    /// The configured `[[flash]]` pools, opened at start.
+    pools: Mutex<BTreeMap<String, Arc<FlashPool>>>,
 }
 
 impl Agent {
@@ -49,6 +54,7 @@ impl Agent {
             clock: Arc::new(RealClock::new()),
             runner: Arc::new(SystemRunner),
             volumes: Mutex::new(BTreeMap::new()),
+            pools: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -103,13 +109,17 @@ impl Agent {
         export: &ExportSpec,
         creator: Option<u32>,
         member_dir: Option<PathBuf>,
+        pool: Option<Arc<FlashPool>>,
     ) -> Result<Arc<ManagedVolume>> {
         if lock(&self.volumes).contains_key(&spec.name) {
             bail!("a volume named {:?} already exists", spec.name);
         }
         let owner = creator.unwrap_or(export.uid);
         let clock: Arc<dyn Clock> = self.clock.clone();
-        let volume = assemble(&spec, clock, self.state_dir(), &self.runner)?;
+        let volume = match &pool {
+            Some(pool) => assemble_pooled(&spec, pool, clock, self.state_dir(), &self.runner)?,
+            None => assemble(&spec, clock, self.state_dir(), &self.runner)?,
+        };
         volume
             .start_engine(spec.rebuild_mb_s)
             .context("cannot start the volume's engine thread")?;
@@ -120,6 +130,7 @@ impl Agent {
             creator,
             owner,
             member_dir,
+            pool,
         });
         for i in 0..volume.member_count() {
             if matches!(
@@ -134,6 +145,9 @@ impl Agent {
             Err(e) => {
                 // Not served: its engine (and any rebuild on it) stops with it.
                 managed.volume.stop_engine();
+                if let Some(pool) = &managed.pool {
+                    pool.detach(&managed.spec.name);
+                }
                 return Err(e.context(format!("volume {}: export", managed.spec.name)));
             }
         }
@@ -142,13 +156,52 @@ impl Agent {
     }
 
     pub fn start_configured(&self) -> Result<()> {
+        for fc in &self.config.flash {
+            let pool = open_pool(fc, self.state_dir())
+                .with_context(|| format!("cannot open flash pool {}", fc.name))?;
+            lock(&self.pools).insert(fc.name.clone(), pool);
+        }
         for vc in &self.config.volumes {
-            let spec = VolumeSpec::from_config(vc)?;
+            let mut spec = VolumeSpec::from_config(vc)?;
+            let pool = match &vc.flash {
+                Some(name) => {
+                    let fc = self.config.flash.iter().find(|f| f.name == *name);
+                    let pool = lock(&self.pools).get(name).cloned();
+                    let (Some(fc), Some(pool)) = (fc, pool) else {
+                        bail!("volume {}: no flash pool named {name:?}", vc.name);
+                    };
+                    spec = spec.with_pool_member(fc);
+                    Some(pool)
+                }
+                None => None,
+            };
             let export = self.export_spec(vc)?;
-            self.start_volume(spec, &export, None, None)
+            self.start_volume(spec, &export, None, None, pool)
                 .with_context(|| format!("cannot start volume {}", vc.name))?;
         }
         Ok(())
+    }
+
+    /// The flash pools: size, free extents, the extents of every volume (assembled or not).
+    fn flash_status(&self) -> Vec<Value> {
+        lock(&self.pools).values().map(|p| p.status()).collect()
+    }
+
+    /// The operator's release of the extents a volume no longer in the configuration
+    /// holds in a pool (root only: its buffered writes may be the only copy of its data).
+    fn release_flash(&self, peer: &Peer, flash: &str, volume: &str) -> Result<Value> {
+        if peer.uid != 0 {
+            bail!(
+                "permission denied: release_flash is for root, not uid {}",
+                peer.uid
+            );
+        }
+        let pool = lock(&self.pools)
+            .get(flash)
+            .cloned()
+            .ok_or_else(|| anyhow!("no flash pool named {flash:?}"))?;
+        let released = pool.release_volume(volume)?;
+        Ok(json!({"ok": true, "flash": pool.status(), "released_extents": released}))
     }
 
     /// The volume's engine runs the rebuild as background events (throttled between the
@@ -181,6 +234,9 @@ impl Agent {
             }
         }
         self.save_ledger(&managed.volume);
+        if let Some(pool) = &managed.pool {
+            pool.detach(name);
+        }
         tracing::info!(volume = %name, "volume stopped");
         unexported.with_context(|| format!("volume {name}: unexport"))?;
         flushed.with_context(|| format!("volume {name}: flush"))?;
@@ -315,7 +371,13 @@ impl Agent {
             mode: 0o700,
             fuse_threads: self.config.agent.fuse_threads,
         };
-        match self.start_volume(spec, &export, Some(peer.uid), Some(member_dir.clone())) {
+        match self.start_volume(
+            spec,
+            &export,
+            Some(peer.uid),
+            Some(member_dir.clone()),
+            None,
+        ) {
             Ok(m) => {
                 tracing::info!(volume = name, uid = peer.uid, dir = %dir.display(), "volume created for caller");
                 Ok(json!({"ok": true, "volume": m.volume.status(), "mount_point": dir}))
@@ -433,6 +495,15 @@ impl Agent {
         if member >= m.spec.members.len() {
             bail!("volume {name:?} has no member {member}");
         }
+        if let Some(pool) = &m.pool {
+            if member + 1 == m.spec.members.len() {
+                bail!(
+                    "member {member} of {name:?} is flash pool {}, shared with other volumes: it \
+                     cannot be replaced through one volume",
+                    pool.name()
+                );
+            }
+        }
         if !matches!(
             m.volume.slot(member).map(|s| s.health()),
             Some(Health::Failed { .. })
@@ -454,7 +525,8 @@ impl Agent {
         Ok(match request {
             Request::Status => {
                 let volumes: Vec<Value> = self.all().iter().map(|m| m.volume.status()).collect();
-                json!({"ok": true, "version": crate::VERSION, "volumes": volumes})
+                json!({"ok": true, "version": crate::VERSION, "volumes": volumes,
+                    "flash": self.flash_status()})
             }
             Request::Volumes => {
                 let names: Vec<String> = lock(&self.volumes).keys().cloned().collect();
@@ -531,6 +603,7 @@ impl Agent {
                 let m = self.get(&volume)?;
                 crate::control::boundaries::reply(&volume, m.volume.layout(), offset, len, max)?
             }
+            Request::ReleaseFlash { flash, volume } => self.release_flash(peer, &flash, &volume)?,
             Request::Scrub { volume, repair } => {
                 let report = self.get(&volume)?.volume.scrub(repair.unwrap_or(true))?;
                 json!({"ok": true, "volume": volume, "report": report})
@@ -547,3 +620,6 @@ impl Handler for Agent {
         }
     }
 }
+
+#[cfg(test)]
+mod flash_tests;

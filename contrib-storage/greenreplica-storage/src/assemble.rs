@@ -619,6 +619,8 @@ fn open_write_intent(
 mod crash_tests;
 #[cfg(test)]
 mod ido_crash_tests;
+mod pool;
+pub use pool::{assemble_pooled, open_pool, pool_journal_dir};
 mod tracks;
 #[cfg(test)]
 mod tracks_tests;
@@ -627,6 +629,8 @@ mod tracks_tests;
 mod ido_surrogate_crash_tests;
 #[cfg(test)]
 mod qmd_crash_tests;
+#[cfg(test)]
+mod qmd_pool_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

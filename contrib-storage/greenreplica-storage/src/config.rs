@@ -230,6 +230,55 @@ pub struct VolumeConfig {
     pub export: ExportConfig,
     #[serde(rename = "member")]
     pub members: Vec<MemberConfig>,
+    /// A QMD volume's flash write buffer in this `[[flash]]` pool (shared with other
+    /// volumes) instead of its own last member: the members are then the pairs only.
+    pub flash: Option<String>,
+}
+
+fn default_flash_profile() -> String {
+    "ssd".into()
+}
+
+/// An agent-level flash pool (`[[flash]]`): one file or SSD whose write-buffer extents
+/// several QMD volumes share (`src/flash_pool.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashConfig {
+    pub name: String,
+    /// file or blockdev.
+    pub kind: MemberKind,
+    pub path: PathBuf,
+    /// Required for a file: its whole size (16 MiB of volume header slots, then the data).
+    pub size: Option<Size>,
+    #[serde(default = "default_flash_profile")]
+    pub profile: String,
+    /// Extent size (default a sixteenth of the data area, at most 1 GiB, whole MiB).
+    pub extent_size: Option<Size>,
+}
+
+impl FlashConfig {
+    /// Bytes of the pool's data area and its extent size, when the size is known (files).
+    pub fn shape(&self) -> Result<Option<(u64, u64)>, String> {
+        let Some(size) = &self.size else {
+            return Ok(None);
+        };
+        let size = size.bytes()?;
+        let data = size
+            .checked_sub(crate::flash_pool::HEADER_AREA)
+            .filter(|&d| d > 0)
+            .ok_or_else(|| {
+                format!(
+                    "{size} bytes leave nothing after the {} bytes of volume header slots",
+                    crate::flash_pool::HEADER_AREA
+                )
+            })?;
+        let extent = match &self.extent_size {
+            Some(e) => e.bytes()?,
+            None => crate::flash_pool::default_extent_bytes(data),
+        };
+        crate::flash_pool::check_shape(data, extent)?;
+        Ok(Some((data, extent)))
+    }
 }
 
 /// A recipe for volumes that unprivileged callers create over the control socket.
@@ -273,6 +322,9 @@ pub struct Config {
     pub volumes: Vec<VolumeConfig>,
     #[serde(default, rename = "template")]
     pub templates: Vec<TemplateConfig>,
+    /// Flash pools several QMD volumes share (`[[flash]]`).
+    #[serde(default, rename = "flash")]
+    pub flash: Vec<FlashConfig>,
     /// Where the configuration came from (for messages).
     #[serde(skip)]
     pub origin: String,
@@ -363,6 +415,7 @@ impl Config {
         let mut names = BTreeSet::new();
         let mut paths = BTreeSet::new();
         let mut mounts = BTreeSet::new();
+        self.check_flash_pools(&mut paths)?;
         for (v, vol) in self.volumes.iter().enumerate() {
             let key = |k: &str| format!("volume[{v}].{k}");
             if !valid_name(&vol.name) {
@@ -377,22 +430,25 @@ impl Config {
                     format!("{:?} is used by another volume", vol.name),
                 ));
             }
-            self.check_common(
-                &key,
-                vol.layout,
-                vol.members.len(),
-                vol.stripe_unit,
-                vol.rebuild_mb_s,
-            )?;
             let smallest = vol
                 .members
                 .iter()
                 .filter_map(|m| m.size.as_ref().and_then(|s| s.bytes().ok()))
                 .min();
+            self.check_volume_flash(&key, vol, smallest)?;
+            // A volume on a flash pool has the pool's view as its last member.
+            let member_count = vol.members.len() + usize::from(vol.flash.is_some());
+            self.check_common(
+                &key,
+                vol.layout,
+                member_count,
+                vol.stripe_unit,
+                vol.rebuild_mb_s,
+            )?;
             self.check_layout_options(
                 &key,
                 vol.layout,
-                vol.members.len(),
+                member_count,
                 smallest,
                 vol.stripe_unit,
                 &vol.layout_options,
@@ -525,6 +581,97 @@ impl Config {
         Ok(())
     }
 
+    /// `[[flash]]` pools: unique names and paths, sizes that hold extents.
+    fn check_flash_pools(&self, paths: &mut BTreeSet<PathBuf>) -> Result<(), ConfigError> {
+        let mut names = BTreeSet::new();
+        for (f, pool) in self.flash.iter().enumerate() {
+            let key = |k: &str| format!("flash[{f}].{k}");
+            if !valid_name(&pool.name) || !names.insert(pool.name.clone()) {
+                return Err(self.invalid(
+                    key("name"),
+                    format!(
+                        "{:?} is not a unique name of 1-64 letters, digits, - or _",
+                        pool.name
+                    ),
+                ));
+            }
+            if !pool.path.is_absolute() {
+                return Err(self.invalid(key("path"), "must be an absolute path"));
+            }
+            if !paths.insert(pool.path.clone()) {
+                return Err(self.invalid(
+                    key("path"),
+                    format!("{} is used by another pool or member", pool.path.display()),
+                ));
+            }
+            match (pool.kind, &pool.size) {
+                (MemberKind::EmulatedHdd, _) => {
+                    return Err(self.invalid(key("kind"), "a flash pool is a file or a blockdev"))
+                }
+                (MemberKind::File, None) => {
+                    return Err(self.invalid(key("size"), "is required for a file pool"))
+                }
+                (MemberKind::Blockdev, Some(_)) => {
+                    return Err(self.invalid(key("size"), "a blockdev pool has its device's size"))
+                }
+                _ => {}
+            }
+            pool.shape().map_err(|p| self.invalid(key("size"), p))?;
+            DriveProfile::load(&pool.profile)
+                .map_err(|e| self.invalid(key("profile"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// A volume's `flash`: an existing pool, a QMD volume, no buffer shape of its own, and
+    /// (for file members) a pool whose extents fit the members' size.
+    fn check_volume_flash(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        vol: &VolumeConfig,
+        smallest: Option<u64>,
+    ) -> Result<(), ConfigError> {
+        let Some(name) = &vol.flash else {
+            return Ok(());
+        };
+        let Some(pool) = self.flash.iter().find(|f| f.name == *name) else {
+            return Err(self.invalid(key("flash"), format!("no [[flash]] pool is named {name:?}")));
+        };
+        if vol.layout != LayoutKind::QMD {
+            return Err(self.invalid(
+                key("flash"),
+                format!("layout {} has no flash write buffer (only qmd)", vol.layout),
+            ));
+        }
+        for option in ["buffer_bytes", "extent_bytes"] {
+            if vol.layout_options.get(option).is_some() {
+                return Err(self.invalid(
+                    key(&format!("layout_options.{option}")),
+                    format!("the buffer is flash pool {name}'s: set its size and extent_size"),
+                ));
+            }
+        }
+        if let (Ok(Some((data, extent))), Some(member)) = (pool.shape(), smallest) {
+            let end = data / extent * extent;
+            if end > member.saturating_sub(crate::superblock::DATA_OFFSET) {
+                return Err(self.invalid(
+                    key("flash"),
+                    format!(
+                        "pool {name}'s {end} bytes of extents exceed the members' data bytes \
+                         (a QMD volume addresses its flash within its member size)"
+                    ),
+                ));
+            }
+            if !extent.is_multiple_of(vol.stripe_unit.max(1)) {
+                return Err(self.invalid(
+                    key("flash"),
+                    format!("pool {name}'s extents of {extent} bytes are not whole stripe units"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_common(
         &self,
         key: &dyn Fn(&str) -> String,
@@ -579,7 +726,7 @@ impl Config {
         key: &dyn Fn(&str) -> String,
         vol: &VolumeConfig,
     ) -> Result<(), ConfigError> {
-        let n = vol.members.len();
+        let n = vol.members.len() + usize::from(vol.flash.is_some());
         let probe = crate::layout::build(vol.layout, n, 1 << 30, vol.stripe_unit)
             .map_err(|e| self.invalid(key("layout"), e.to_string()))?;
         for (m, member) in vol.members.iter().enumerate() {
@@ -654,6 +801,9 @@ pub fn parse_mode(text: &str) -> Result<u32, String> {
         .filter(|m| *m <= 0o7777)
         .ok_or_else(|| format!("{text:?} is not an octal file mode like \"0700\""))
 }
+
+#[cfg(test)]
+mod flash_tests;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod drive;
 pub mod events;
 pub mod export;
+pub mod flash_pool;
 pub mod journal;
 pub mod latency;
 pub mod layout;

@@ -77,6 +77,12 @@ pub enum Request {
         #[serde(default)]
         max: Option<usize>,
     },
+    /// Release every extent a volume no longer assembled holds in flash pool `flash` (root
+    /// only; its buffered writes are lost: the operator's decision, never automatic).
+    ReleaseFlash {
+        flash: String,
+        volume: String,
+    },
 }
 
 pub const OPS: &[&str] = &[
@@ -95,6 +101,7 @@ pub const OPS: &[&str] = &[
     "range_asleep",
     "set_temperature",
     "boundaries",
+    "release_flash",
 ];
 
 /// Parse one line, telling malformed JSON, unknown ops and bad arguments apart.

@@ -469,6 +469,20 @@ pub trait Personality: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// Take the flash write buffer's extents from an agent-level pool shared with other
+    /// volumes (called by assembly before `replay`); only QMD buffers in flash.
+    fn attach_flash_pool(
+        &self,
+        pool: std::sync::Arc<crate::flash_pool::FlashPool>,
+        _volume: &str,
+    ) -> Result<(), String> {
+        Err(format!(
+            "layout {} has no flash write buffer to take from flash pool {}",
+            self.kind(),
+            pool.name()
+        ))
+    }
+
     /// What the layout is doing, for the volume status (RoLo: the on-duty logger, the
     /// rotations since the agent started, the pairs destaging); None: nothing to say.
     fn layout_state(&self) -> Option<serde_json::Value> {

@@ -2,6 +2,15 @@
 //! record (the volume's extents in allocation order and the next offset in the last one).
 //! Writes are appended to the last extent (sequential flash writes); an extent is freed
 //! only when nothing in it is live any more and the records that emptied it are durable.
+//!
+//! With an agent-level flash pool (`src/flash_pool.rs`) the extents are the pool's: a new
+//! one is taken from the pool (committed in the pool journal before it is written), a
+//! reclaimed one given back, and after replay the volume keeps only what the pool agrees it
+//! holds (`settle`). The local bitmap then marks the volume's own extents.
+
+use std::sync::Arc;
+
+use crate::flash_pool::FlashPool;
 
 /// The volume-info record: its extents (oldest first) and the next free offset in the last.
 /// (The paper's 1 MB staging buffer is not kept: every write goes to flash directly; the
@@ -10,6 +19,13 @@
 pub struct VolumeInfo {
     pub extents: Vec<u32>,
     pub next: u64,
+}
+
+/// The pool a volume's extents come from, and the volume's name in it.
+#[derive(Debug, Clone)]
+pub struct PoolLease {
+    pub pool: Arc<FlashPool>,
+    pub volume: String,
 }
 
 #[derive(Debug, Clone)]
@@ -21,6 +37,8 @@ pub struct Extents {
     /// Live (referenced by the index) bytes per extent.
     live: Vec<u64>,
     pub info: VolumeInfo,
+    /// Extents come from (and go back to) this shared pool; None: the volume's own member.
+    pool: Option<PoolLease>,
 }
 
 impl Extents {
@@ -32,7 +50,59 @@ impl Extents {
             used: vec![0; count.div_ceil(64)],
             live: vec![0; count],
             info: VolumeInfo::default(),
+            pool: None,
         }
+    }
+
+    /// Extents of a shared flash pool (its extent size and count).
+    pub fn pooled(lease: PoolLease) -> Self {
+        let mut x = Self::new(
+            lease.pool.count() as u64 * lease.pool.extent_bytes(),
+            lease.pool.extent_bytes(),
+        );
+        x.pool = Some(lease);
+        x
+    }
+
+    /// The flash pool's name, when the extents are a pool's.
+    pub fn pool_name(&self) -> Option<&str> {
+        self.pool.as_ref().map(|l| l.pool.name())
+    }
+
+    /// A free extent: the lowest of the member's own, or one the pool gives (durably).
+    fn take_free(&self) -> Option<usize> {
+        let Some(lease) = &self.pool else {
+            return self.first_free();
+        };
+        match lease.pool.take(&lease.volume) {
+            Ok(e) => e.map(|e| e as usize).filter(|&e| e < self.count),
+            Err(e) => {
+                tracing::warn!(pool = lease.pool.name(), volume = %lease.volume, error = %e,
+                    "cannot take a flash extent from the pool: the write goes to the disks");
+                None
+            }
+        }
+    }
+
+    /// After replay, with a pool: keep the extents both the volume info and the pool say
+    /// the volume holds; the pool takes back those the volume never recorded.
+    pub fn settle(&mut self) -> Result<(), String> {
+        let Some(lease) = &self.pool else {
+            return Ok(());
+        };
+        let kept = lease
+            .pool
+            .settle(&lease.volume, &self.info.extents)
+            .map_err(|e| format!("{e:#}"))?;
+        if kept.last() != self.info.extents.last() {
+            // The extent being filled went: the next write starts a fresh one.
+            self.info.next = self.extent_bytes;
+        }
+        let info = VolumeInfo {
+            extents: kept,
+            next: self.info.next,
+        };
+        self.restore(info)
     }
 
     pub fn extent_bytes(&self) -> u64 {
@@ -79,7 +149,7 @@ impl Extents {
                 return Some((at, false));
             }
         }
-        let e = self.first_free()?;
+        let e = self.take_free()?;
         self.set_used(e, true);
         self.info.extents.push(e as u32);
         self.info.next = len;
@@ -117,6 +187,12 @@ impl Extents {
         });
         for e in freed {
             self.set_used(e, false);
+            if let Some(lease) = &self.pool {
+                if let Err(err) = lease.pool.release(&lease.volume, e as u32) {
+                    tracing::warn!(pool = lease.pool.name(), volume = %lease.volume, extent = e,
+                        error = %err, "cannot give a flash extent back to the pool");
+                }
+            }
         }
         if self.info.extents.last().copied() != last {
             // The extent being filled went: the next write starts a fresh one.
@@ -127,6 +203,10 @@ impl Extents {
 
     /// Share of the extents in use (the buffer's fill).
     pub fn fill(&self) -> f64 {
+        // A shared pool's fill is the pool's: any volume's flush frees space for all.
+        if let Some(lease) = &self.pool {
+            return lease.pool.fill();
+        }
         if self.count == 0 {
             return 1.0;
         }
@@ -168,6 +248,40 @@ impl Extents {
                 self.info.next = self.info.next.max(flash_end - start);
             }
         }
+    }
+}
+
+impl super::Qmd {
+    /// Take the volume's flash extents from `pool` (before replay; nothing buffered yet).
+    /// The pool's extents must be whole stripe units and lie within the volume's member
+    /// size (flash addresses are checked against it).
+    pub(super) fn attach_pool(&self, pool: Arc<FlashPool>, volume: &str) -> Result<(), String> {
+        let mut st = crate::sync::lock(&self.state);
+        if !st.extents.info.extents.is_empty() || st.index.iter().any(|i| !i.is_empty()) {
+            return Err("qmd: the flash pool is attached before anything is buffered".into());
+        }
+        let su = self.stripe_unit;
+        if !pool.extent_bytes().is_multiple_of(su) {
+            return Err(format!(
+                "flash {}: extents of {} bytes are not whole stripe units of {su} bytes",
+                pool.name(),
+                pool.extent_bytes()
+            ));
+        }
+        let end = pool.count() as u64 * pool.extent_bytes();
+        if end > self.member_bytes {
+            return Err(format!(
+                "flash {}: its {end} bytes of extents exceed the volume's {}-byte members (a \
+                 QMD volume addresses its flash within its member size); use a smaller pool",
+                pool.name(),
+                self.member_bytes
+            ));
+        }
+        st.extents = Extents::pooled(PoolLease {
+            pool,
+            volume: volume.to_string(),
+        });
+        Ok(())
     }
 }
 

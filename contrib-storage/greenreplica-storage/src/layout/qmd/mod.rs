@@ -854,6 +854,8 @@ impl Personality for Qmd {
         for r in records {
             self.apply(&mut st, r)?;
         }
+        // A shared flash pool: keep only the extents the pool agrees the volume holds.
+        st.extents.settle()?;
         // Every live entry's extent is in use (the blocks' are checked once read).
         self.finish_replay(&mut st)
     }
@@ -913,6 +915,11 @@ impl Personality for Qmd {
                 st.flush.params = p;
             }
             "buffer_bytes" | "extent_bytes" => {
+                if let Some(pool) = st.extents.pool_name() {
+                    return Err(format!(
+                        "qmd option {key}: the extents are flash pool {pool}'s"
+                    ));
+                }
                 let n: u64 = value.parse().map_err(|_| bad())?;
                 if !st.extents.info.extents.is_empty() || st.index.iter().any(|i| !i.is_empty()) {
                     return Err(format!("qmd option {key}: the buffer is in use"));
@@ -1063,6 +1070,14 @@ impl Personality for Qmd {
         }
     }
 
+    fn attach_flash_pool(
+        &self,
+        pool: std::sync::Arc<crate::flash_pool::FlashPool>,
+        volume: &str,
+    ) -> Result<(), String> {
+        self.attach_pool(pool, volume)
+    }
+
     fn layout_state(&self) -> Option<serde_json::Value> {
         let st = lock(&self.state);
         let current = st.mirrors.copies.values().filter(|c| c.current).count();
@@ -1075,6 +1090,8 @@ impl Personality for Qmd {
             "cold_pairs": (0..self.pairs).filter(|&p| st.cold[p]).collect::<Vec<_>>(),
             "buffered_bytes": st.index.iter().flat_map(|i| i.iter().map(|(_, e)| e.len)).sum::<u64>(),
             "fill": st.extents.fill(),
+            "flash_pool": st.extents.pool_name(),
+            "flash_extents": st.extents.info.extents,
             "address_blocks": st.address.root.len(),
             "recovering_bytes": st
                 .address
