@@ -219,7 +219,7 @@ impl Volume {
                 data.len()
             )));
         }
-        self.complete_plan(&plan)?;
+        self.complete_plan(&plan, Some(data))?;
         self.observe(0, IoKind::Write, offset, data.len() as u64, started);
         Ok(())
     }

@@ -162,6 +162,11 @@ fn a_range_is_asleep_only_when_its_read_needs_a_sleeping_member() {
     clock.advance_to(5.0);
     v.tick();
     v.write(0, &[5u8; 8192]).unwrap();
+    // Staged (the default staging buffer): its flash copy is appended by the next flush,
+    // until then the active disk serves it.
+    let staged = v.range_asleep(0, 8192).unwrap();
+    assert_eq!((staged.members, staged.asleep), (vec![0], vec![]));
+    v.flush().unwrap();
     let buffered = v.range_asleep(0, 8192).unwrap();
     assert_eq!((buffered.members, buffered.asleep), (vec![2], vec![]));
     let plain = v.range_asleep(65536, 4096).unwrap();

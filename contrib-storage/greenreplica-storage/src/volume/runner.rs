@@ -491,7 +491,7 @@ impl Core {
         } else {
             // No bytes move, but a layout that redirects writes still follows them.
             if request.kind == IoKind::Write {
-                v.complete_plan(&plan)?;
+                v.complete_plan(&plan, None)?;
             }
             None
         };
@@ -647,7 +647,7 @@ fn move_data(
                     request.offset
                 )));
             }
-            v.complete_plan(plan)?;
+            v.complete_plan(plan, Some(data))?;
             Ok(None)
         }
         (IoKind::Write, None) => {
