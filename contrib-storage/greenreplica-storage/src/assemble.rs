@@ -628,6 +628,8 @@ mod ido_surrogate_crash_tests;
 #[cfg(test)]
 mod qmd_crash_tests;
 #[cfg(test)]
+mod qmd_staging_crash_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::VirtualClock;
