@@ -5,7 +5,6 @@
 //! from the flash.
 
 use super::qmd_crash_tests::{block, data, open, spec};
-use super::*;
 
 fn tmp() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("grs-qmd-staging-crash-{}", std::process::id()));
