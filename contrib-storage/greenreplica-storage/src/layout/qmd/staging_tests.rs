@@ -4,6 +4,7 @@
 
 use super::tests::{asleep, flush, qmd, qmd_staged, qmd_staging, Disks, MEMBER, SU};
 use super::*;
+use crate::layout::MemberView;
 
 fn pattern(i: u64, len: u64) -> Vec<u8> {
     (0..len)
@@ -130,4 +131,59 @@ fn an_abandoned_staged_write_frees_its_space() {
     assert_eq!(l.layout_state().unwrap()["staged_bytes"], 0);
     let again = l.plan(IoKind::Write, 0, SU, &views).unwrap();
     assert_eq!(again.stage.len(), 1, "the space came back");
+}
+
+/// An extent whose staged bytes are not yet appended is not reused, even once nothing in
+/// the index points into it: a later write placed there would be overwritten by the stale
+/// append.
+#[test]
+fn an_extent_with_staged_bytes_is_not_reused() {
+    let l = qmd_staged(3);
+    let views = asleep(3);
+    let up = vec![MemberView::healthy(0.0); 3];
+    let mut disks = Disks::new(3);
+    let mut x = pattern(1, SU);
+    let w = l.plan(IoKind::Write, 0, SU, &views).unwrap();
+    assert_eq!(w.stage.len(), 1);
+    let x_slot = w.stage[0].member_offset;
+    disks.write(&l, &w, &mut x);
+    // The second disk wakes and the run is written back (from the active disk): the index
+    // is empty, its extent has nothing live.
+    l.background_all();
+    while let Some((o, n)) = l.background_work(&up) {
+        let p = l.background_plan(o, n, &up).unwrap();
+        let mut buf = vec![0u8; n as usize];
+        disks.run(&p, &mut buf);
+        l.complete(&p);
+    }
+    assert_eq!(l.buffered_bytes(), 0);
+    // The blocks (not the staged bytes) written and committed: reclaim may run.
+    for b in l.metadata_blocks(&views) {
+        disks.0[b.member][b.offset as usize..][..b.bytes.len()].copy_from_slice(&b.bytes);
+    }
+    l.metadata_blocks_written(true);
+    l.journal_records(&Plan::default());
+    l.committed();
+    // A new write with the second disk asleep again: not in the staged run's slot.
+    let mut y = pattern(2, SU);
+    let w = l.plan(IoKind::Write, 4 * SU, SU, &views).unwrap();
+    let y_slot = w
+        .stage
+        .iter()
+        .chain(&w.writes)
+        .find(|io| io.member == 2)
+        .map(|io| io.member_offset)
+        .unwrap();
+    assert_ne!(
+        y_slot, x_slot,
+        "the staged run's flash slot is not handed out again"
+    );
+    disks.write(&l, &w, &mut y);
+    flush(&l, &mut disks, &views);
+    let (buf, members) = read(&l, &mut disks, 4 * SU, SU);
+    assert_eq!(members, vec![2]);
+    assert!(
+        buf == y,
+        "the new write's flash copy is intact after the append"
+    );
 }
