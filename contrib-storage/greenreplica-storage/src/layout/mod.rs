@@ -315,6 +315,12 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// The bytes of the last `staged_appends` are on their members (or the member failed).
     fn staged_appended(&self) {}
 
+    /// The staged bytes should be appended now, before the next flush (QMD: half the
+    /// staging space is taken): the engine does so after the write that made it so.
+    fn staged_due(&self) -> bool {
+        false
+    }
+
     /// The personality's own metadata records for what `plan` changed (its index, root or
     /// table), taken right after `complete`, once the data has landed. The engine appends
     /// them to the volume's metadata journal and makes them durable before the flush that

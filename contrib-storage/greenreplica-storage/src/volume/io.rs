@@ -220,6 +220,7 @@ impl Volume {
             )));
         }
         self.complete_plan(&plan, Some(data))?;
+        self.append_staged_if_due();
         self.observe(0, IoKind::Write, offset, data.len() as u64, started);
         Ok(())
     }

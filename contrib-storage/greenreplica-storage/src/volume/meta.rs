@@ -140,6 +140,25 @@ impl Volume {
         self.staged_append_failed(failed);
     }
 
+    /// A write completed: if the personality's staging space is half taken, its staged
+    /// bytes are appended now (a burst between flushes keeps finding room).
+    pub(super) fn append_staged_if_due(&self) {
+        if self.layout.staged_due() {
+            self.append_staged_now();
+        }
+    }
+
+    /// `append_staged_if_due` on the event core: the member I/O it did (kind, member,
+    /// offset, len), for the core to queue.
+    pub(super) fn append_staged_if_due_on_core(&self) -> Vec<super::resync::BackgroundIo> {
+        if !self.layout.staged_due() {
+            return Vec::new();
+        }
+        *lock(&self.background_io) = Some(Vec::new());
+        self.append_staged_now();
+        lock(&self.background_io).take().unwrap_or_default()
+    }
+
     fn write_blocks_locked(&self) -> Result<(), VolumeError> {
         let blocks = self.layout.metadata_blocks(&self.health_views());
         let stores = self.slots.iter().any(|s| s.live_store().is_some());

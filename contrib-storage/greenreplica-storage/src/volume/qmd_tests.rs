@@ -249,3 +249,43 @@ fn staged_writes_are_appended_once_per_flush_and_survive_the_active_disk_failing
         );
     }
 }
+
+/// A burst between flushes: once half the staging space is taken the staged bytes are
+/// appended at once, so 40 writes of 8 KiB (320 KiB, more than a 128 KiB space) reach the
+/// flash as five appends of 64 KiB, not one flash write each beyond the space; every write
+/// reads back before and after the flush.
+#[test]
+fn a_burst_between_flushes_is_appended_in_half_space_pieces() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    v.layout().set_option("staging_bytes", "131072").unwrap();
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    let flash_writes = || lock(&v.slots[2].drive).ledger_at(clock.now()).writes;
+    let before = flash_writes();
+    let data = |i: u64| vec![(i as u8).wrapping_mul(7) ^ 0xc3; 8192];
+    for i in 0..40u64 {
+        v.write(i * 8192, &data(i)).unwrap();
+        let staged = v.layout().layout_state().unwrap()["staged_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(staged < 65536, "write {i}: {staged} bytes staged");
+    }
+    let appends = flash_writes() - before;
+    assert_eq!(
+        appends, 5,
+        "flash writes for 40 writes of 8 KiB before any flush"
+    );
+    let check = |when: &str| {
+        for i in 0..40u64 {
+            let mut buf = vec![0u8; 8192];
+            v.read(i * 8192, &mut buf).unwrap();
+            assert!(buf == data(i), "write {i} reads back {when}");
+        }
+    };
+    check("before the flush");
+    v.flush().unwrap();
+    check("after the flush");
+}

@@ -918,6 +918,10 @@ impl Personality for Qmd {
         lock(&self.state).staging.appended();
     }
 
+    fn staged_due(&self) -> bool {
+        lock(&self.state).staging.due()
+    }
+
     fn metadata_blocks(&self, views: &[MemberView]) -> Vec<MetadataBlock> {
         self.take_blocks(views)
     }

@@ -134,6 +134,12 @@ impl Staging {
             .chain(self.in_flight.iter().copied())
     }
 
+    /// Half the space is taken by staged bytes: append them now, not at the next flush, so
+    /// that the writes that follow still find room (a burst between flushes).
+    pub fn due(&self) -> bool {
+        self.capacity > 0 && !self.runs.is_empty() && self.used * 2 >= self.capacity
+    }
+
     /// Bytes staged or planned (what the space holds now).
     pub fn used(&self) -> u64 {
         self.used
@@ -183,6 +189,17 @@ mod tests {
         let mut off = Staging::new(0);
         assert!(!off.reserve(0, 1));
         assert!(s.set_capacity(MAX_STAGING_BYTES + 1).is_err());
+    }
+
+    #[test]
+    fn half_full_with_staged_bytes_is_due() {
+        let mut s = Staging::new(4 * 4096);
+        assert!(s.reserve(0, 4096) && s.reserve(4096, 4096));
+        assert!(!s.due(), "planned bytes alone are not appendable yet");
+        assert!(s.put(0, &[1; 4096]));
+        assert!(s.due(), "half the space taken, some of it staged");
+        s.take();
+        assert!(!s.due());
     }
 
     #[test]
