@@ -632,6 +632,8 @@ mod qmd_crash_tests;
 #[cfg(test)]
 mod qmd_pool_tests;
 #[cfg(test)]
+mod qmd_staging_crash_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::VirtualClock;

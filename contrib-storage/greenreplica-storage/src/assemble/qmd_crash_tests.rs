@@ -14,7 +14,7 @@ use crate::superblock::DATA_OFFSET;
 
 const MEMBER_BYTES: u64 = 8 << 20;
 
-fn spec(dir: &Path) -> VolumeSpec {
+pub(super) fn spec(dir: &Path) -> VolumeSpec {
     VolumeSpec {
         name: "qmd".into(),
         layout: "qmd".parse().unwrap(),
@@ -48,7 +48,7 @@ fn tmp() -> PathBuf {
     dir
 }
 
-fn open(s: &VolumeSpec, dir: &Path) -> Arc<Volume> {
+pub(super) fn open(s: &VolumeSpec, dir: &Path) -> Arc<Volume> {
     let runner: Arc<dyn CommandRunner> = Arc::new(SystemRunner);
     assemble(s, Arc::new(VirtualClock::new()), dir, &runner).unwrap()
 }
@@ -57,11 +57,11 @@ fn index(v: &Volume) -> Vec<u8> {
     v.layout().checkpoint_image().unwrap()
 }
 
-fn data(dir: &Path, member: usize) -> Vec<u8> {
+pub(super) fn data(dir: &Path, member: usize) -> Vec<u8> {
     std::fs::read(dir.join(format!("m{member}.img"))).unwrap()[DATA_OFFSET as usize..].to_vec()
 }
 
-fn block(i: u64, version: u8) -> Vec<u8> {
+pub(super) fn block(i: u64, version: u8) -> Vec<u8> {
     (0..8192u64)
         .map(|j| (i as u8).wrapping_mul(31) ^ (j as u8) ^ version)
         .collect()

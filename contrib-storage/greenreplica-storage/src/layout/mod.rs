@@ -126,6 +126,11 @@ pub struct Plan {
     pub reads: Vec<MemberIo>,
     pub compute: Vec<Compute>,
     pub writes: Vec<MemberIo>,
+    /// Pieces of a write the member gets later: the engine hands their bytes (from the
+    /// caller's buffer) to `Personality::stage` when the write completes, and the
+    /// personality appends them at the next flush (`staged_appends`; QMD's staging buffer).
+    /// They are no member I/O of the request.
+    pub stage: Vec<MemberIo>,
 }
 
 impl Plan {
@@ -294,6 +299,27 @@ pub trait Personality: Send + Sync + fmt::Debug {
     /// A plan from `plan` will not complete (a write failed on the way and the survivors
     /// do not hold every byte): release what planning reserved (QMD's flash slots).
     fn abandon(&self, _plan: &Plan) {}
+
+    /// The bytes of one of `plan.stage`'s pieces, handed over when its write completes
+    /// (before `complete`, in the same step as the flush's `staged_appends`, so a flush
+    /// finds every completed write's bytes). Without bytes (a replay moves none) zeros.
+    fn stage(&self, _io: &MemberIo, _bytes: &[u8]) {}
+
+    /// A flush starts: the staged bytes to write to the members now, before the metadata
+    /// blocks (QMD: one append per run of adjacent flash slots). The engine writes them,
+    /// failing a member whose write fails, then calls `staged_appended`.
+    fn staged_appends(&self) -> Vec<MetadataBlock> {
+        Vec::new()
+    }
+
+    /// The bytes of the last `staged_appends` are on their members (or the member failed).
+    fn staged_appended(&self) {}
+
+    /// The staged bytes should be appended now, before the next flush (QMD: half the
+    /// staging space is taken): the engine does so after the write that made it so.
+    fn staged_due(&self) -> bool {
+        false
+    }
 
     /// The personality's own metadata records for what `plan` changed (its index, root or
     /// table), taken right after `complete`, once the data has landed. The engine appends

@@ -219,7 +219,8 @@ impl Volume {
                 data.len()
             )));
         }
-        self.complete_plan(&plan)?;
+        self.complete_plan(&plan, Some(data))?;
+        self.append_staged_if_due();
         self.observe(0, IoKind::Write, offset, data.len() as u64, started);
         Ok(())
     }

@@ -36,7 +36,8 @@ impl Volume {
         for (kind, io) in plan.ios() {
             self.account(io.member, kind, io.member_offset, io.len);
         }
-        self.complete_plan(&plan)?;
+        // Background plans stage nothing (only foreground writes do).
+        self.complete_plan(&plan, None)?;
         Ok(len)
     }
 

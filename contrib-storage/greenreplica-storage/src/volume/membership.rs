@@ -13,14 +13,18 @@ use crate::sync::{lock, write};
 
 impl Volume {
     pub fn fail_member(&self, member: usize, reason: &str) {
-        let _headers = lock(&self.headers);
-        if !self.mark_failed(member, reason) {
-            return;
+        {
+            let _headers = lock(&self.headers);
+            if !self.mark_failed(member, reason) {
+                return;
+            }
+            self.bump_generation();
+            if let Err(e) = self.write_headers_locked() {
+                tracing::error!(volume = %self.name, error = %e, "cannot record the member failure in the headers");
+            }
         }
-        self.bump_generation();
-        if let Err(e) = self.write_headers_locked() {
-            tracing::error!(volume = %self.name, error = %e, "cannot record the member failure in the headers");
-        }
+        // Staged bytes may have had their only other copy on it.
+        self.append_staged_now();
     }
 
     /// Set a member's health to failed; false if it already was (or does not exist).
@@ -179,7 +183,7 @@ impl Volume {
         slot.unflushed.store(true, Ordering::SeqCst);
         if !plan.writes.is_empty() {
             // What the step also wrote (IDO: a hot zone's stripes on the surrogate set).
-            self.complete_plan(&plan)?;
+            self.complete_plan(&plan, Some(&buf))?;
         }
         let watermark = self.layout.rebuilt(member, start, len, watermark);
         {

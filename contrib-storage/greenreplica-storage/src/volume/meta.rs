@@ -12,7 +12,7 @@ use super::{Health, Volume, VolumeError};
 use crate::journal::meta::{JournaledHealth, MetaJournal};
 use std::sync::atomic::Ordering;
 
-use crate::layout::Plan;
+use crate::layout::{Buf, Plan};
 use crate::service_model::IoKind;
 use crate::superblock::DATA_OFFSET;
 use crate::sync::lock;
@@ -72,10 +72,33 @@ impl Volume {
     }
 
     /// A write's data landed: let the personality update its metadata and journal it.
-    pub(super) fn complete_plan(&self, plan: &Plan) -> Result<(), VolumeError> {
+    /// `data` is the write's buffer (None in a replay, which moves no bytes): the plan's
+    /// staged pieces are taken from it.
+    pub(super) fn complete_plan(
+        &self,
+        plan: &Plan,
+        data: Option<&[u8]>,
+    ) -> Result<(), VolumeError> {
         // The layout's outbox is shared: whatever this thread drains (its own records and
         // any another thread's `complete` left there) is appended before a commit can run.
         let _order = lock(&self.journal_order);
+        // Under the same lock as the flush's `staged_appends`: a flush that sees this
+        // write's index entry also appends its bytes.
+        for io in &plan.stage {
+            let zeros;
+            let bytes = match (data, io.buf) {
+                (Some(d), Buf::Caller(at)) => {
+                    d.get(at as usize..(at + io.len) as usize).ok_or_else(|| {
+                        self.plan_error(format!("a staged piece is outside the write: {io:?}"))
+                    })?
+                }
+                _ => {
+                    zeros = vec![0u8; io.len as usize];
+                    &zeros
+                }
+            };
+            self.layout.stage(io, bytes);
+        }
         self.layout.complete(plan);
         let records = self.layout.journal_records(plan);
         if records.is_empty() {
@@ -94,8 +117,49 @@ impl Volume {
     /// A flush's first step: the personality's metadata blocks (QMD's address blocks) are
     /// written and made durable, then the records pointing at them are appended, so the
     /// commit that follows never makes durable a pointer to a block that is not.
+    /// Staged bytes (QMD's staging buffer) are appended first, in the same step: every
+    /// index entry the blocks hold has its bytes written.
     pub(super) fn write_metadata_blocks(&self) -> Result<(), VolumeError> {
-        let _order = lock(&self.journal_order);
+        let (failed, result) = {
+            let _order = lock(&self.journal_order);
+            let failed = self.append_staged();
+            (failed, self.write_blocks_locked())
+        };
+        self.staged_append_failed(failed);
+        result
+    }
+
+    /// A member failed: bytes staged in memory for the next flush are appended now, so
+    /// they do not depend on the failed member (QMD: a staged run whose active disk
+    /// failed is read from the flash once appended).
+    pub(super) fn append_staged_now(&self) {
+        let failed = {
+            let _order = lock(&self.journal_order);
+            self.append_staged()
+        };
+        self.staged_append_failed(failed);
+    }
+
+    /// A write completed: if the personality's staging space is half taken, its staged
+    /// bytes are appended now (a burst between flushes keeps finding room).
+    pub(super) fn append_staged_if_due(&self) {
+        if self.layout.staged_due() {
+            self.append_staged_now();
+        }
+    }
+
+    /// `append_staged_if_due` on the event core: the member I/O it did (kind, member,
+    /// offset, len), for the core to queue.
+    pub(super) fn append_staged_if_due_on_core(&self) -> Vec<super::resync::BackgroundIo> {
+        if !self.layout.staged_due() {
+            return Vec::new();
+        }
+        *lock(&self.background_io) = Some(Vec::new());
+        self.append_staged_now();
+        lock(&self.background_io).take().unwrap_or_default()
+    }
+
+    fn write_blocks_locked(&self) -> Result<(), VolumeError> {
         let blocks = self.layout.metadata_blocks(&self.health_views());
         let stores = self.slots.iter().any(|s| s.live_store().is_some());
         let mut durable = true;
@@ -138,6 +202,50 @@ impl Volume {
                 .map_err(|e| self.journal_error("append a layout record", e))?;
         }
         Ok(())
+    }
+
+    /// The personality's staged bytes go to their members (under `journal_order`), as
+    /// data: the members' flush before the commit makes them durable. Returns the members
+    /// that could not take them; until the caller has failed those (outside the journal
+    /// order: failing takes it) the personality keeps the bytes as not yet on flash.
+    fn append_staged(&self) -> Vec<(usize, String)> {
+        let appends = self.layout.staged_appends();
+        if appends.is_empty() {
+            return Vec::new();
+        }
+        let stores = self.slots.iter().any(|s| s.live_store().is_some());
+        let mut failed = Vec::new();
+        for a in &appends {
+            self.account(a.member, IoKind::Write, a.offset, a.bytes.len() as u64);
+            let Some(store) = self
+                .slots
+                .get(a.member)
+                .filter(|_| stores)
+                .and_then(|s| s.live_store())
+            else {
+                continue;
+            };
+            match store.write_at(&a.bytes, DATA_OFFSET + a.offset) {
+                Ok(()) => self.slots[a.member].unflushed.store(true, Ordering::SeqCst),
+                Err(e) => failed.push((a.member, format!("staged append error: {e}"))),
+            }
+        }
+        if failed.is_empty() {
+            self.layout.staged_appended();
+        }
+        failed
+    }
+
+    /// Fail the members a staged append could not write; the bytes are then no longer
+    /// expected on them.
+    fn staged_append_failed(&self, failed: Vec<(usize, String)>) {
+        if failed.is_empty() {
+            return;
+        }
+        for (member, reason) in &failed {
+            self.fail_member(*member, reason);
+        }
+        self.layout.staged_appended();
     }
 
     /// Make the journal durable (in a flush, after the members' data, before the flush

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::tests::{data_of, memory_volume};
+use super::Volume;
 use crate::clock::{Clock, VirtualClock};
 use crate::layout::LayoutKind;
 use crate::policy::PolicySpec;
@@ -162,6 +163,11 @@ fn a_range_is_asleep_only_when_its_read_needs_a_sleeping_member() {
     clock.advance_to(5.0);
     v.tick();
     v.write(0, &[5u8; 8192]).unwrap();
+    // Staged (the default staging buffer): its flash copy is appended by the next flush,
+    // until then the active disk serves it.
+    let staged = v.range_asleep(0, 8192).unwrap();
+    assert_eq!((staged.members, staged.asleep), (vec![0], vec![]));
+    v.flush().unwrap();
     let buffered = v.range_asleep(0, 8192).unwrap();
     assert_eq!((buffered.members, buffered.asleep), (vec![2], vec![]));
     let plain = v.range_asleep(65536, 4096).unwrap();
@@ -175,4 +181,111 @@ fn a_range_is_asleep_only_when_its_read_needs_a_sleeping_member() {
     assert_eq!(v.range_asleep(0, 8192).unwrap().asleep, Vec::<usize>::new());
     assert!(v.range_asleep(v.capacity(), 1).is_err());
     assert!(v.range_asleep(u64::MAX, 2).is_err());
+}
+
+/// 32 small writes with the second disk asleep, then a flush: the flash member's write
+/// requests (data and address blocks) and whether each write reads back before the flush.
+fn staged_workload(staging_bytes: &str) -> (u64, Volume, Arc<VirtualClock>) {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    v.layout()
+        .set_option("staging_bytes", staging_bytes)
+        .unwrap();
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    let flash_writes = || lock(&v.slots[2].drive).ledger_at(clock.now()).writes;
+    let before = flash_writes();
+    for i in 0..32u64 {
+        v.write(i * 8192, &block(i)).unwrap();
+    }
+    if staging_bytes != "0" {
+        assert_eq!(
+            flash_writes(),
+            before,
+            "nothing on the flash before the flush"
+        );
+        assert!(data_of(&stores[2]).iter().all(|&b| b == 0));
+    }
+    for i in 0..32u64 {
+        let mut buf = vec![0u8; 4096];
+        v.read(i * 8192, &mut buf).unwrap();
+        assert!(buf == block(i), "write {i} reads back before the flush");
+    }
+    v.flush().unwrap();
+    let written = flash_writes() - before;
+    (written, v, clock)
+}
+
+fn block(i: u64) -> Vec<u8> {
+    vec![(i as u8).wrapping_mul(13) ^ 0x5a; 4096]
+}
+
+/// The staging buffer on the engine: 32 small writes reach the flash as one append at the
+/// flush instead of 32 writes (the address blocks are the same either way), are read from
+/// the active disk until then, and a failure of the active disk before the flush appends
+/// them at once, so they are still readable.
+#[test]
+fn staged_writes_are_appended_once_per_flush_and_survive_the_active_disk_failing() {
+    let (direct, _, _) = staged_workload("0");
+    let (staged, v, _clock) = staged_workload("1048576");
+    assert_eq!(
+        direct - staged,
+        31,
+        "one append instead of 32 flash writes ({direct} with staging off, {staged} on)"
+    );
+    // Staged again, then the active disk fails before any flush.
+    for i in 0..8u64 {
+        v.write(i * 8192, &block(100 + i)).unwrap();
+    }
+    v.fail_member(0, "test: active disk lost");
+    for i in 0..8u64 {
+        let mut buf = vec![0u8; 4096];
+        v.read(i * 8192, &mut buf).unwrap();
+        assert!(
+            buf == block(100 + i),
+            "write {i} from the flash after the failure"
+        );
+    }
+}
+
+/// A burst between flushes: once half the staging space is taken the staged bytes are
+/// appended at once, so 40 writes of 8 KiB (320 KiB, more than a 128 KiB space) reach the
+/// flash as five appends of 64 KiB, not one flash write each beyond the space; every write
+/// reads back before and after the flush.
+#[test]
+fn a_burst_between_flushes_is_appended_in_half_space_pieces() {
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 3, clock.clone(), CHUNK);
+    v.layout().set_option("staging_bytes", "131072").unwrap();
+    let mirrors = PolicySpec::Mirrors { timeout_s: 1.0 }.manager(48);
+    v.power.with(|c| c.replace_manager(mirrors));
+    clock.advance_to(5.0);
+    v.tick();
+    let flash_writes = || lock(&v.slots[2].drive).ledger_at(clock.now()).writes;
+    let before = flash_writes();
+    let data = |i: u64| vec![(i as u8).wrapping_mul(7) ^ 0xc3; 8192];
+    for i in 0..40u64 {
+        v.write(i * 8192, &data(i)).unwrap();
+        let staged = v.layout().layout_state().unwrap()["staged_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(staged < 65536, "write {i}: {staged} bytes staged");
+    }
+    let appends = flash_writes() - before;
+    assert_eq!(
+        appends, 5,
+        "flash writes for 40 writes of 8 KiB before any flush"
+    );
+    let check = |when: &str| {
+        for i in 0..40u64 {
+            let mut buf = vec![0u8; 8192];
+            v.read(i * 8192, &mut buf).unwrap();
+            assert!(buf == data(i), "write {i} reads back {when}");
+        }
+    };
+    check("before the flush");
+    v.flush().unwrap();
+    check("after the flush");
 }

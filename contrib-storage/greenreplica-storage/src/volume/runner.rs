@@ -15,6 +15,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 use super::io::Caller;
+use super::resync::BackgroundIo;
 use super::{Volume, VolumeError};
 use crate::clock::Seconds;
 use crate::drive::{Class, Completion, Op};
@@ -441,21 +442,8 @@ impl Core {
                 }
             }
             Event::Tick => {
-                for (kind, member, offset, len) in volume.tick_on_core() {
-                    let io = MemberIo {
-                        member,
-                        member_offset: offset,
-                        len,
-                        buf: crate::layout::Buf::Caller(0),
-                    };
-                    let op = match kind {
-                        IoKind::Read => Op::Read,
-                        IoKind::Write => Op::Write { fua: false },
-                    };
-                    self.background_outstanding += 1;
-                    let _ =
-                        self.start_phase(volume, t, Pending::background(t, Vec::new()), &[io], op);
-                }
+                let ios = volume.tick_on_core();
+                self.queue_background(volume, t, ios);
                 if let (Some(s), true) = (self.tick_s, more || self.busy()) {
                     // From now, not from when it was due: a late tick in real time is not
                     // followed by a burst of them (in virtual time now is `t`).
@@ -465,6 +453,25 @@ impl Core {
             }
         }
         Ok(step)
+    }
+
+    /// Queue member I/O the volume's own work did (a tick, a staged append) as background
+    /// commands.
+    fn queue_background(&mut self, v: &Volume, t: Seconds, ios: Vec<BackgroundIo>) {
+        for (kind, member, offset, len) in ios {
+            let io = MemberIo {
+                member,
+                member_offset: offset,
+                len,
+                buf: crate::layout::Buf::Caller(0),
+            };
+            let op = match kind {
+                IoKind::Read => Op::Read,
+                IoKind::Write => Op::Write { fua: false },
+            };
+            self.background_outstanding += 1;
+            let _ = self.start_phase(v, t, Pending::background(t, Vec::new()), &[io], op);
+        }
     }
 
     /// A request arrives at `t`: plan it, move its bytes, queue its first phase. Returns it
@@ -491,10 +498,15 @@ impl Core {
         } else {
             // No bytes move, but a layout that redirects writes still follows them.
             if request.kind == IoKind::Write {
-                v.complete_plan(&plan)?;
+                v.complete_plan(&plan, None)?;
             }
             None
         };
+        if request.kind == IoKind::Write {
+            // A staging space half taken is appended now (QMD), as a background write.
+            let ios = v.append_staged_if_due_on_core();
+            self.queue_background(v, t, ios);
+        }
         let pending = Pending {
             index,
             kind: request.kind,
@@ -647,7 +659,7 @@ fn move_data(
                     request.offset
                 )));
             }
-            v.complete_plan(plan)?;
+            v.complete_plan(plan, Some(data))?;
             Ok(None)
         }
         (IoKind::Write, None) => {

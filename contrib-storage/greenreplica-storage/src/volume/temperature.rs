@@ -23,7 +23,7 @@ impl Volume {
                 volume: self.name.clone(),
                 problem,
             })?;
-        self.complete_plan(&Plan::default())?;
+        self.complete_plan(&Plan::default(), None)?;
         self.commit_metadata()?;
         if self.meta.is_none() {
             // Nothing to make durable: the layout installs the table now.

@@ -21,6 +21,7 @@ mod extents;
 mod flush;
 mod index;
 mod online_mirror;
+mod staging;
 mod temperature;
 
 use std::collections::{HashMap, HashSet};
@@ -42,6 +43,7 @@ use flush::Flush;
 pub use flush::FlushParams;
 use index::{Entry, MirrorIndex};
 use online_mirror::{Geometry, OnlineMirrors};
+use staging::Staging;
 use temperature::{Temperature, Temperatures};
 
 const REC_BUFFERED: u16 = 1;
@@ -89,6 +91,8 @@ struct State {
     cold: Vec<bool>,
     /// The address root, the spans changed since their block, recovered ranges.
     address: blocks::AddressState,
+    /// Small buffered writes' flash copies, appended at the next flush (`staging.rs`).
+    staging: Staging,
 }
 
 #[derive(Debug)]
@@ -170,6 +174,7 @@ impl Qmd {
                 copy_writes: HashMap::new(),
                 cold: vec![false; pairs],
                 address: blocks::AddressState::new(pairs, member_bytes, su),
+                staging: Staging::new(staging::DEFAULT_STAGING_BYTES),
             }),
         })
     }
@@ -367,7 +372,12 @@ impl Qmd {
                     if !sole {
                         plan.writes.push(io(a, home));
                     }
-                    plan.writes.push(io(flash, flash_off));
+                    // A flash-only write never stages: memory would hold its only copy.
+                    if !sole && st.staging.reserve(flash_off, len) {
+                        plan.stage.push(io(flash, flash_off));
+                    } else {
+                        plan.writes.push(io(flash, flash_off));
+                    }
                 }
                 None => plan.writes.extend(
                     [a, s]
@@ -385,6 +395,10 @@ impl Qmd {
         let flash = 2 * st.index.len();
         for w in plan.writes.iter().filter(|w| w.member == flash) {
             st.planned.remove(&w.member_offset);
+        }
+        for w in plan.stage.iter().filter(|w| w.member == flash) {
+            st.planned.remove(&w.member_offset);
+            st.staging.unreserve(w.member_offset);
         }
     }
 
@@ -427,6 +441,8 @@ impl Qmd {
         for (at, n, buffered) in st.index[pair].fragments(home, len) {
             let mut candidates: Vec<(usize, u64)> = match buffered {
                 Some(flash_off) if st.index[pair].sole_at(at) => vec![(flash, flash_off)],
+                // Staged, not yet appended: the flash does not hold it, the active disk does.
+                Some(flash_off) if st.staging.holds(flash_off, n) => vec![(a, at)],
                 Some(flash_off) => vec![(flash, flash_off), (a, at)],
                 // A sleeping second disk (or one stale there after a lost address block)
                 // is read only when the active one cannot serve.
@@ -745,7 +761,7 @@ impl Personality for Qmd {
     fn complete(&self, plan: &Plan) {
         let mut st = lock(&self.state);
         let mut buffered = HashSet::new();
-        for w in &plan.writes {
+        for w in plan.writes.iter().chain(&plan.stage) {
             if w.member != self.flash() {
                 continue;
             }
@@ -813,9 +829,18 @@ impl Personality for Qmd {
             return;
         }
         let State {
-            extents, planned, ..
+            extents,
+            planned,
+            staging,
+            ..
         } = &mut *st;
-        let pending: HashSet<usize> = planned.keys().map(|&off| extents.extent_of(off)).collect();
+        // Nor an extent whose staged bytes are still to be appended.
+        let pending: HashSet<usize> = planned
+            .keys()
+            .copied()
+            .chain(staging.ranges().map(|(off, _)| off))
+            .map(|off| extents.extent_of(off))
+            .collect();
         if extents.reclaim(|e| pending.contains(&e)) {
             let info = extents.info.clone();
             st.outbox.push(volume_info_record(&info));
@@ -838,6 +863,8 @@ impl Personality for Qmd {
         st.extents.restore(VolumeInfo::default())?;
         st.planned.clear();
         st.outbox.clear();
+        // Staged bytes were never acknowledged (the flush that appends them does that).
+        st.staging.clear();
         // Copies are stale after a restart: the copy jobs write them again.
         st.pending_temperatures = None;
         st.mirrors = OnlineMirrors::default();
@@ -868,6 +895,35 @@ impl Personality for Qmd {
         self.load_blocks(read)
     }
 
+    fn stage(&self, io: &MemberIo, bytes: &[u8]) {
+        if io.member == self.flash() {
+            lock(&self.state).staging.put(io.member_offset, bytes);
+        }
+    }
+
+    /// The staged runs, adjacent flash slots merged: usually one append per flush.
+    fn staged_appends(&self) -> Vec<MetadataBlock> {
+        let member = self.flash();
+        lock(&self.state)
+            .staging
+            .take()
+            .into_iter()
+            .map(|(offset, bytes)| MetadataBlock {
+                member,
+                offset,
+                bytes,
+            })
+            .collect()
+    }
+
+    fn staged_appended(&self) {
+        lock(&self.state).staging.appended();
+    }
+
+    fn staged_due(&self) -> bool {
+        lock(&self.state).staging.due()
+    }
+
     fn metadata_blocks(&self, views: &[MemberView]) -> Vec<MetadataBlock> {
         self.take_blocks(views)
     }
@@ -895,7 +951,7 @@ impl Personality for Qmd {
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
     /// `extent_bytes`; the buffer's shape only while nothing is buffered.
     fn option_places_data(&self, key: &str) -> bool {
-        !matches!(key, "k" | "fill_threshold")
+        !matches!(key, "k" | "fill_threshold" | "staging_bytes")
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
@@ -931,6 +987,11 @@ impl Personality for Qmd {
                 };
                 st.extents = flash_extents(self.member_bytes, buffer, extent, self.stripe_unit)?;
             }
+            // Memory, not placement: may change between runs (0: off).
+            "staging_bytes" => {
+                let n: u64 = value.parse().map_err(|_| bad())?;
+                st.staging.set_capacity(n)?;
+            }
             // Read by the constructor (it shapes the members); here only checked.
             "mirror_bytes" => {
                 let n: u64 = value.parse().map_err(|_| bad())?;
@@ -941,7 +1002,7 @@ impl Personality for Qmd {
             other => {
                 return Err(format!(
                     "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes, \
-                     extent_bytes or mirror_bytes"
+                     extent_bytes, mirror_bytes or staging_bytes"
                 ))
             }
         }
@@ -1093,6 +1154,8 @@ impl Personality for Qmd {
             "flash_pool": st.extents.pool_name(),
             "flash_extents": st.extents.info.extents,
             "address_blocks": st.address.root.len(),
+            "staged_bytes": st.staging.used(),
+            "staging_bytes": st.staging.capacity(),
             "recovering_bytes": st
                 .address
                 .resync
@@ -1323,7 +1386,12 @@ impl Personality for Qmd {
             .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(&st, p, views))
             .collect();
         for p in eligible {
-            let State { index, flush, .. } = &mut *st;
+            let State {
+                index,
+                flush,
+                staging,
+                ..
+            } = &mut *st;
             let mut head = flush.heads[p];
             let mut tries = index[p].len();
             while tries > 0 {
@@ -1332,7 +1400,8 @@ impl Personality for Qmd {
                     break;
                 };
                 // A run the flash cannot serve is copied from the active disk instead.
-                let readable = views[flash].holds(e.flash_off, e.len)
+                let readable = (views[flash].holds(e.flash_off, e.len)
+                    && !staging.holds(e.flash_off, e.len))
                     || (!e.sole && views[2 * p].holds(home, e.len));
                 if readable {
                     if !flush.take() {
@@ -1402,5 +1471,7 @@ impl Personality for Qmd {
 
 #[cfg(test)]
 mod mirror_tests;
+#[cfg(test)]
+mod staging_tests;
 #[cfg(test)]
 mod tests;

@@ -4,14 +4,28 @@ use crate::synth::Rng;
 pub(super) const SU: u64 = 4096;
 pub(super) const MEMBER: u64 = 64 * SU;
 
+/// Staging off: these tests look at each write's flash piece (the staged path has its own,
+/// `qmd_staged`, and the crash runs run both).
 pub(super) fn qmd(members: usize) -> Qmd {
-    Qmd::new(&Shape {
+    qmd_staging(members, 0)
+}
+
+/// With the default 1 MiB staging buffer.
+pub(super) fn qmd_staged(members: usize) -> Qmd {
+    qmd_staging(members, staging::DEFAULT_STAGING_BYTES)
+}
+
+pub(super) fn qmd_staging(members: usize, staging_bytes: u64) -> Qmd {
+    let l = Qmd::new(&Shape {
         members,
         member_bytes: MEMBER,
         chunk: SU,
         options: Default::default(),
     })
-    .unwrap()
+    .unwrap();
+    l.set_option("staging_bytes", &staging_bytes.to_string())
+        .unwrap();
+    l
 }
 
 /// Pair 0's second disk (member 1) and pair 1's (member 3) asleep: ready far in the future.
@@ -57,11 +71,35 @@ impl Disks {
                 .copy_from_slice(&caller[at as usize..][..io.len as usize]);
         }
     }
+
+    /// A write as the engine runs it: its member writes, then (in one step) its staged
+    /// pieces handed to the layout and the layout's `complete`.
+    pub(super) fn write(&mut self, l: &Qmd, plan: &Plan, data: &mut [u8]) {
+        self.run(plan, data);
+        for io in &plan.stage {
+            let Buf::Caller(at) = io.buf else {
+                panic!("qmd stages from the caller's buffer")
+            };
+            l.stage(io, &data[at as usize..][..io.len as usize]);
+        }
+        l.complete(plan);
+    }
+
+    /// The staged appends land (each cut to `keep` bytes at most: a kill mid-write).
+    pub(super) fn append_staged(&mut self, l: &Qmd, keep: impl Fn(usize) -> usize) {
+        for a in l.staged_appends() {
+            let n = keep(a.bytes.len()).min(a.bytes.len());
+            self.0[a.member][a.offset as usize..][..n].copy_from_slice(&a.bytes[..n]);
+        }
+        l.staged_appended();
+    }
 }
 
 /// A volume flush on `disks`: the address blocks land on the flash member, then the root
 /// records they yield are the journal's (returned, to be appended and committed).
 pub(super) fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<LayoutRecord> {
+    // As the engine: the staged bytes first, in the same step as the blocks.
+    disks.append_staged(l, |n| n);
     for b in l.metadata_blocks(views) {
         disks.0[b.member][b.offset as usize..][..b.bytes.len()].copy_from_slice(&b.bytes);
     }
@@ -70,7 +108,16 @@ pub(super) fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<Lay
 
 /// The agent starts again: the journal replayed, the address blocks read from `disks`.
 fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
-    let l = qmd(members);
+    restart_staging(members, 0, journal, disks)
+}
+
+fn restart_staging(
+    members: usize,
+    staging_bytes: u64,
+    journal: &[LayoutRecord],
+    disks: &Disks,
+) -> Qmd {
+    let l = qmd_staging(members, staging_bytes);
     l.replay(None, journal).unwrap();
     l.replay_blocks(&mut |m, off, len| {
         let end = off.checked_add(len).filter(|&e| e <= MEMBER)?;
@@ -420,7 +467,15 @@ fn the_index_comes_back_from_its_records_and_from_a_checkpoint_image() {
 /// a write in flight) and every read returns the last acknowledged write.
 #[test]
 fn after_a_crash_reads_return_the_last_acknowledged_write() {
-    crash_runs(false);
+    crash_runs(false, 0);
+}
+
+/// The same with the staging buffer: a write's flash copy is in memory until the flush that
+/// acknowledges it appends it; a kill before that loses only the unacknowledged write, and
+/// a kill after the blocks (staged appends and blocks maybe torn) too.
+#[test]
+fn after_a_crash_with_staging_reads_return_the_last_acknowledged_write() {
+    crash_runs(false, staging::DEFAULT_STAGING_BYTES);
 }
 
 /// The same with every pair cold and, a third of the time, both disks of each pair asleep:
@@ -428,7 +483,13 @@ fn after_a_crash_reads_return_the_last_acknowledged_write() {
 /// copy as the newest there.
 #[test]
 fn after_a_crash_flash_only_writes_read_back_and_the_pairs_converge() {
-    crash_runs(true);
+    crash_runs(true, 0);
+}
+
+/// Flash-only writes bypass the staging buffer (memory would hold their only copy).
+#[test]
+fn after_a_crash_with_staging_flash_only_writes_read_back_and_the_pairs_converge() {
+    crash_runs(true, staging::DEFAULT_STAGING_BYTES);
 }
 
 /// Every member but the flash asleep.
@@ -438,11 +499,15 @@ fn all_asleep(members: usize) -> Vec<MemberView> {
         .collect()
 }
 
-fn crash_runs(cold: bool) {
+fn crash_runs(cold: bool, staging_bytes: u64) {
+    let restart = |members, journal: &[LayoutRecord], disks: &Disks| {
+        restart_staging(members, staging_bytes, journal, disks)
+    };
     for seed in 1..=8u64 {
         let mut rng = Rng(seed * 7919);
         let members = if seed % 2 == 0 { 5 } else { 3 };
-        let mut l = qmd(members);
+        let mut l = qmd_staging(members, staging_bytes);
+        let mut staged_seen = false;
         let cap = l.capacity();
         let mut disks = Disks::new(members);
         let mut model = vec![0u8; cap as usize];
@@ -467,8 +532,8 @@ fn crash_runs(cold: bool) {
                     let offset = (rng.next() % ((cap - len) / 512)) * 512;
                     let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
                     let w = l.plan(IoKind::Write, offset, len, &views).unwrap();
-                    disks.run(&w, &mut data);
-                    l.complete(&w);
+                    staged_seen |= !w.stage.is_empty();
+                    disks.write(&l, &w, &mut data);
                     let mut recs = l.journal_records(&w);
                     let crash = rng.next() % 40;
                     if crash < 2 {
@@ -478,6 +543,9 @@ fn crash_runs(cold: bool) {
                         // journaled: the write was never acknowledged; either content may
                         // be read there.
                         if crash == 1 {
+                            // The staged bytes first, maybe torn too.
+                            let torn = rng.next().is_multiple_of(2);
+                            disks.append_staged(&l, |n| if torn { n / 2 } else { n });
                             for b in l.metadata_blocks(&views) {
                                 let keep = if rng.next().is_multiple_of(2) {
                                     100
@@ -575,6 +643,11 @@ fn crash_runs(cold: bool) {
         );
         assert_eq!(sole_seen, cold, "seed {seed}: flash-only entries iff cold");
         assert!(buffered_seen > 0, "seed {seed}: the buffer was used");
+        assert_eq!(
+            staged_seen,
+            staging_bytes > 0,
+            "seed {seed}: writes staged iff staging is on"
+        );
         for offset in (0..cap).step_by(8192) {
             let mut buf = vec![0u8; 8192];
             let r = l
