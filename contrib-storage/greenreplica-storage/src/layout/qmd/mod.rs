@@ -17,6 +17,7 @@
 
 mod address;
 mod blocks;
+mod compact;
 mod extents;
 mod flush;
 mod index;
@@ -89,6 +90,8 @@ struct State {
     cold: Vec<bool>,
     /// The address root, the spans changed since their block, recovered ranges.
     address: blocks::AddressState,
+    /// Moving address blocks and buffered runs out of nearly empty extents.
+    compaction: compact::Compaction,
 }
 
 #[derive(Debug)]
@@ -170,6 +173,7 @@ impl Qmd {
                 copy_writes: HashMap::new(),
                 cold: vec![false; pairs],
                 address: blocks::AddressState::new(pairs, member_bytes, su),
+                compaction: compact::Compaction::default(),
             }),
         })
     }
@@ -820,6 +824,8 @@ impl Personality for Qmd {
             let info = extents.info.clone();
             st.outbox.push(volume_info_record(&info));
         }
+        // Blocks pinning nearly empty extents are written afresh at the next flush.
+        self.compact_blocks(&mut st);
         Self::after_change(&mut st);
     }
 
@@ -845,6 +851,7 @@ impl Personality for Qmd {
         st.copying = None;
         st.copy_writes.clear();
         st.address.reset();
+        st.compaction.reset();
         self.set_temperatures(&mut st, Temperatures::default());
         if let Some(bytes) = image {
             for r in decode_image(bytes, "qmd")? {
@@ -893,7 +900,7 @@ impl Personality for Qmd {
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
     /// `extent_bytes`; the buffer's shape only while nothing is buffered.
     fn option_places_data(&self, key: &str) -> bool {
-        !matches!(key, "k" | "fill_threshold")
+        !matches!(key, "k" | "fill_threshold" | "compact_live")
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
@@ -912,6 +919,7 @@ impl Personality for Qmd {
                 check_params(&p)?;
                 st.flush.params = p;
             }
+            "compact_live" => st.compaction.live_share = compact::parse_live_share(value)?,
             "buffer_bytes" | "extent_bytes" => {
                 let n: u64 = value.parse().map_err(|_| bad())?;
                 if !st.extents.info.extents.is_empty() || st.index.iter().any(|i| !i.is_empty()) {
@@ -934,7 +942,7 @@ impl Personality for Qmd {
             other => {
                 return Err(format!(
                     "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes, \
-                     extent_bytes or mirror_bytes"
+                     extent_bytes, mirror_bytes or compact_live"
                 ))
             }
         }
@@ -1076,6 +1084,9 @@ impl Personality for Qmd {
             "buffered_bytes": st.index.iter().flat_map(|i| i.iter().map(|(_, e)| e.len)).sum::<u64>(),
             "fill": st.extents.fill(),
             "address_blocks": st.address.root.len(),
+            "extents_held": st.extents.info.extents.len(),
+            "compacted_blocks": st.compaction.blocks_moved,
+            "compacted_runs": st.compaction.runs_moved,
             "recovering_bytes": st
                 .address
                 .resync
@@ -1285,7 +1296,8 @@ impl Personality for Qmd {
         }
         let stale = st.mirrors.next_stale().is_some();
         let any = st.index.iter().any(|i| !i.is_empty());
-        ((any && st.flush.budget_left(now)) || stale).then_some(now)
+        let relocate = Self::relocation_due(&st);
+        ((any && st.flush.budget_left(now)) || stale || relocate).then_some(now)
     }
 
     fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
@@ -1305,6 +1317,10 @@ impl Personality for Qmd {
             .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
             .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(&st, p, views))
             .collect();
+        // Runs of pairs not being written back move out of nearly empty extents.
+        if let Some(work) = self.relocate_work(&mut st, views, &eligible) {
+            return Some(work);
+        }
         for p in eligible {
             let State { index, flush, .. } = &mut *st;
             let mut head = flush.heads[p];
@@ -1347,6 +1363,9 @@ impl Personality for Qmd {
             if offset == chunk * self.stripe_unit && len == self.stripe_unit {
                 return self.copy_plan(&mut st, chunk, views);
             }
+        }
+        if let Some(plan) = self.relocate_plan(&mut st, offset, len, views) {
+            return plan;
         }
         for (buf_offset, pair, home, n) in self.map(offset, len) {
             let s = 2 * pair + 1;
