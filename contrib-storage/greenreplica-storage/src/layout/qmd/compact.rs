@@ -82,7 +82,11 @@ impl Qmd {
         let limit = (extents.extent_bytes() as f64 * share) as u64;
         let landing: HashSet<usize> = st.planned.keys().map(|&o| extents.extent_of(o)).collect();
         let held = &extents.info.extents;
-        let filling = held.last().copied();
+        // The last extent while it has room: appends (and moved things) go there.
+        let filling = held
+            .last()
+            .copied()
+            .filter(|_| extents.info.next < extents.extent_bytes());
         held.iter()
             .filter(|&&e| Some(e) != filling)
             .map(|&e| e as usize)

@@ -1403,6 +1403,8 @@ impl Personality for Qmd {
 }
 
 #[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
 mod mirror_tests;
 #[cfg(test)]
 mod tests;

@@ -69,7 +69,7 @@ pub(super) fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<Lay
 }
 
 /// The agent starts again: the journal replayed, the address blocks read from `disks`.
-fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
+pub(super) fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
     let l = qmd(members);
     l.replay(None, journal).unwrap();
     l.replay_blocks(&mut |m, off, len| {
