@@ -415,7 +415,7 @@ fn compaction_reclaims_extents_pinned_by_a_few_runs_across_kills() {
     };
     let mut rounds = |v: &Volume, from: u64, to: u64| {
         for round in from..to {
-            put(v, 1 << 20 | round * 24_576, block(round, 1));
+            put(v, (1 << 20) + round * 24_576, block(round, 1));
             for hot in 0..8u64 {
                 put(v, (hot % 4) * 8192, block(hot, round as u8));
             }
