@@ -1296,7 +1296,7 @@ impl Personality for Qmd {
         }
         let stale = st.mirrors.next_stale().is_some();
         let any = st.index.iter().any(|i| !i.is_empty());
-        let relocate = Self::relocation_due(&st);
+        let relocate = Self::relocation_due(&mut st, now);
         ((any && st.flush.budget_left(now)) || stale || relocate).then_some(now)
     }
 
