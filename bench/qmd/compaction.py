@@ -43,6 +43,8 @@ HOT_SHARE = 0.9
 HOT_BYTES = 32 * MB
 SCALE = 1.0 / 14
 IOPS = 75.0  # synth.rs QMD_PRESETS cambridge-src1_1
+# One sample of the layout's state (every 600 s of trace time): these fields, in order.
+SAMPLE_FIELDS = ["t_s", "extents_held", "buffered_bytes", "compacted_runs", "compacted_blocks"]
 
 
 def run(binary, args):
@@ -70,10 +72,8 @@ def replay(binary, trace, policy, compact_live):
             "--layout-option", f"compact_live={compact_live}"]
     t0 = time.monotonic()
     r = json.loads(run(binary, args))
-    samples = [{"t_s": t, "extents_held": s["extents_held"], "fill": s["fill"],
-                "buffered_bytes": s["buffered_bytes"], "compacted_runs": s["compacted_runs"],
-                "compacted_blocks": s["compacted_blocks"]} for t, s in r["layout_samples"]]
-    held = [s["extents_held"] for s in samples]
+    samples = [[round(t, 1), *(s[f] for f in SAMPLE_FIELDS[1:])] for t, s in r["layout_samples"]]
+    held = [s[1] for s in samples]
     second = r["members"][1]
     flash = r["members"][2]
     return {
@@ -83,8 +83,8 @@ def replay(binary, trace, policy, compact_live):
         "second_disk_standby_s": second["state_seconds"].get("standby", 0.0),
         "extents_held_mean": sum(held) / len(held),
         "extents_held_max": max(held),
-        "compacted_runs": samples[-1]["compacted_runs"],
-        "compacted_blocks": samples[-1]["compacted_blocks"],
+        "compacted_runs": samples[-1][3],
+        "compacted_blocks": samples[-1][4],
         "flash_writes": flash.get("writes"),
         "response_ms": r["response_ms"],
         "samples": samples,
@@ -130,18 +130,27 @@ def main():
         "scaling": f"one pair, cambridge-src1_1 at 1/14 of its rate, {a.hours} h, "
                    f"{requests} requests; flash buffer {BUFFER // MB} MB in 16 extents",
         "hot_writes": f"{HOT_SHARE:.0%} of writes moved into the first {HOT_BYTES // MB} MB",
+        "sample_fields": SAMPLE_FIELDS,
         "runs": runs,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "qmd-compaction.json").write_text(json.dumps(out, indent=2) + "\n")
-
+    write(out)
     plot(out)
+
+
+def write(out):
+    """The JSON, one line per run (its samples are long)."""
+    head = {k: v for k, v in out.items() if k != "runs"}
+    text = json.dumps(head, indent=2)[:-2] + ',\n  "runs": [\n'
+    text += ",\n".join("    " + json.dumps(r) for r in out["runs"]) + "\n  ]\n}\n"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "qmd-compaction.json").write_text(text)
+
 
 
 def excess(r):
     """Extents held beyond those the live runs need (ceil(live / extent)): what pins."""
     ext = BUFFER / 16
-    return [s["extents_held"] - -(-s["buffered_bytes"] // ext) for s in r["samples"]]
+    return [s[1] - -(-s[2] // ext) for s in r["samples"]]
 
 
 def plot(out):
@@ -151,7 +160,7 @@ def plot(out):
         for r in runs:
             if r["trace"] != trace_name or r["policy"] != "utilization:wake_above=1":
                 continue
-            hours = [s["t_s"] / 3600 for s in r["samples"]]
+            hours = [s[0] / 3600 for s in r["samples"]]
             ex = excess(r)
             ax.step(hours, ex, where="post",
                     label=f"compact_live={r['compact_live']}: mean {sum(ex) / len(ex):.2f},"
