@@ -257,8 +257,8 @@ enum Command {
         rebuild_chunk: u64,
         /// A layout option KEY=VALUE, as in `[volume.layout_options]` (RoLo: log_share,
         /// rotate_at, prewake_at, zebra_mb; QMD: k, fill_threshold, buffer_bytes,
-        /// extent_bytes, mirror_bytes, staging_bytes; IDO: rebuild, zone_size, epoch_s, track;
-        /// raid5-tracks: stripe, fill_parity_read); repeatable.
+        /// extent_bytes, mirror_bytes, staging_bytes, compact_live; IDO: rebuild, zone_size,
+        /// epoch_s, track; raid5-tracks: stripe, fill_parity_read); repeatable.
         #[arg(long = "layout-option")]
         layout_options: Vec<String>,
     },

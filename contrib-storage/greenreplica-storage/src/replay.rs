@@ -155,10 +155,16 @@ pub struct ReplayReport {
     pub reconstruction: Option<ReconstructionReport>,
     /// Bytes of memory the layout's own metadata took at the end (IDO's zone table).
     pub layout_metadata_bytes: u64,
+    /// The layout's state (`layout_state`) every `LAYOUT_SAMPLE_S` of trace time, for a
+    /// layout that reports one (QMD: extents held, fill, compaction counters).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout_samples: Vec<(f64, serde_json::Value)>,
 }
 
 /// Tick interval of a replay whose layout does background work of its own.
 const LAYOUT_TICK_S: f64 = 1.0;
+/// Trace seconds between two samples of the layout's state.
+const LAYOUT_SAMPLE_S: f64 = 600.0;
 
 pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let profile = Arc::new(DriveProfile::load(&opts.profile)?);
@@ -329,8 +335,16 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let mut during = Samples::default();
     let mut during_surrogate = 0u64;
     let mut during_count = 0u64;
+    let mut layout_samples = Vec::new();
+    let mut next_sample = 0.0;
     let end = runner.run(arrivals, |done| {
         requests += 1;
+        if done.done >= next_sample {
+            if let Some(state) = volume.layout().layout_state() {
+                layout_samples.push((done.done, state));
+            }
+            next_sample = done.done + LAYOUT_SAMPLE_S;
+        }
         responses.push(done.done - done.arrival);
         if let (Some(f), None) = (&opts.failure, rebuilt_at) {
             if failed.get() && done.arrival >= f.at_s {
@@ -389,6 +403,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             .collect(),
         reconstruction,
         layout_metadata_bytes: volume.layout().metadata_bytes(),
+        layout_samples,
     })
 }
 

@@ -28,8 +28,14 @@ impl Volume {
         let stores = self.slots.iter().any(|s| s.live_store().is_some());
         if stores {
             let mut buf = vec![0u8; len as usize];
-            if self.run(&plan, Caller::Read(&mut buf), true, now)? {
+            // A step that does not complete releases what its planning reserved (QMD's
+            // flash slot for a run its compaction moves).
+            let failed = self
+                .run(&plan, Caller::Read(&mut buf), true, now)
+                .inspect_err(|_| self.layout.abandon(&plan))?;
+            if failed {
                 // A member failed on the way: the personality re-plans on the next step.
+                self.layout.abandon(&plan);
                 return Ok(len);
             }
         }

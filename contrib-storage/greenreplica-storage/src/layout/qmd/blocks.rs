@@ -116,7 +116,7 @@ impl AddressState {
 }
 
 impl Qmd {
-    fn span_home(&self, span: u64, key: SpanKey) -> (u64, u64) {
+    pub(super) fn span_home(&self, span: u64, key: SpanKey) -> (u64, u64) {
         let start = key.1.saturating_mul(span);
         (start, start.saturating_add(span).min(self.member_bytes))
     }

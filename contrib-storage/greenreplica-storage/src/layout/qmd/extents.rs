@@ -156,6 +156,17 @@ impl Extents {
         Some((e as u64 * self.extent_bytes, true))
     }
 
+    /// Live bytes of `extent` (compaction picks nearly empty ones).
+    pub fn live_of(&self, extent: usize) -> u64 {
+        self.live.get(extent).copied().unwrap_or(0)
+    }
+
+    /// Whether `allocate(len)` would find room (without taking it).
+    pub fn fits(&self, len: u64) -> bool {
+        let in_last = !self.info.extents.is_empty() && self.info.next + len <= self.extent_bytes;
+        len > 0 && len <= self.extent_bytes && (in_last || self.first_free().is_some())
+    }
+
     pub fn extent_of(&self, flash_off: u64) -> usize {
         (flash_off / self.extent_bytes) as usize
     }

@@ -17,6 +17,7 @@
 
 mod address;
 mod blocks;
+mod compact;
 mod extents;
 mod flush;
 mod index;
@@ -93,6 +94,8 @@ struct State {
     address: blocks::AddressState,
     /// Small buffered writes' flash copies, appended at the next flush (`staging.rs`).
     staging: Staging,
+    /// Moving address blocks and buffered runs out of nearly empty extents.
+    compaction: compact::Compaction,
 }
 
 #[derive(Debug)]
@@ -175,6 +178,7 @@ impl Qmd {
                 cold: vec![false; pairs],
                 address: blocks::AddressState::new(pairs, member_bytes, su),
                 staging: Staging::new(staging::DEFAULT_STAGING_BYTES),
+                compaction: compact::Compaction::default(),
             }),
         })
     }
@@ -845,6 +849,8 @@ impl Personality for Qmd {
             let info = extents.info.clone();
             st.outbox.push(volume_info_record(&info));
         }
+        // Blocks pinning nearly empty extents are written afresh at the next flush.
+        self.compact_blocks(&mut st);
         Self::after_change(&mut st);
     }
 
@@ -872,6 +878,7 @@ impl Personality for Qmd {
         st.copying = None;
         st.copy_writes.clear();
         st.address.reset();
+        st.compaction.reset();
         self.set_temperatures(&mut st, Temperatures::default());
         if let Some(bytes) = image {
             for r in decode_image(bytes, "qmd")? {
@@ -951,7 +958,10 @@ impl Personality for Qmd {
     /// `k`, `fill_threshold`, `buffer_bytes` (flash used, at most the member) and
     /// `extent_bytes`; the buffer's shape only while nothing is buffered.
     fn option_places_data(&self, key: &str) -> bool {
-        !matches!(key, "k" | "fill_threshold" | "staging_bytes")
+        !matches!(
+            key,
+            "k" | "fill_threshold" | "staging_bytes" | "compact_live"
+        )
     }
 
     fn set_option(&self, key: &str, value: &str) -> Result<(), String> {
@@ -970,6 +980,7 @@ impl Personality for Qmd {
                 check_params(&p)?;
                 st.flush.params = p;
             }
+            "compact_live" => st.compaction.live_share = compact::parse_live_share(value)?,
             "buffer_bytes" | "extent_bytes" => {
                 if let Some(pool) = st.extents.pool_name() {
                     return Err(format!(
@@ -1002,7 +1013,7 @@ impl Personality for Qmd {
             other => {
                 return Err(format!(
                     "layout qmd has no option {other:?}; use k, fill_threshold, buffer_bytes, \
-                     extent_bytes, mirror_bytes or staging_bytes"
+                     extent_bytes, mirror_bytes, staging_bytes or compact_live"
                 ))
             }
         }
@@ -1156,6 +1167,9 @@ impl Personality for Qmd {
             "address_blocks": st.address.root.len(),
             "staged_bytes": st.staging.used(),
             "staging_bytes": st.staging.capacity(),
+            "extents_held": st.extents.info.extents.len(),
+            "compacted_blocks": st.compaction.blocks_moved,
+            "compacted_runs": st.compaction.runs_moved,
             "recovering_bytes": st
                 .address
                 .resync
@@ -1365,7 +1379,8 @@ impl Personality for Qmd {
         }
         let stale = st.mirrors.next_stale().is_some();
         let any = st.index.iter().any(|i| !i.is_empty());
-        ((any && st.flush.budget_left(now)) || stale).then_some(now)
+        let relocate = Self::relocation_due(&mut st, now);
+        ((any && st.flush.budget_left(now)) || stale || relocate).then_some(now)
     }
 
     fn background_work(&self, views: &[MemberView]) -> Option<(u64, u64)> {
@@ -1385,6 +1400,10 @@ impl Personality for Qmd {
             .filter(|&p| !st.index[p].is_empty() && views[2 * p + 1].writable)
             .filter(|&p| st.flush.draining || st.flush.forced[p] || self.second_up(&st, p, views))
             .collect();
+        // Runs of pairs not being written back move out of nearly empty extents.
+        if let Some(work) = self.relocate_work(&mut st, views, &eligible) {
+            return Some(work);
+        }
         for p in eligible {
             let State {
                 index,
@@ -1434,6 +1453,9 @@ impl Personality for Qmd {
                 return self.copy_plan(&mut st, chunk, views);
             }
         }
+        if let Some(plan) = self.relocate_plan(&mut st, offset, len, views) {
+            return plan;
+        }
         for (buf_offset, pair, home, n) in self.map(offset, len) {
             let s = 2 * pair + 1;
             let no_copy = LayoutError::NoLiveCopy {
@@ -1469,6 +1491,8 @@ impl Personality for Qmd {
     }
 }
 
+#[cfg(test)]
+mod compact_tests;
 #[cfg(test)]
 mod mirror_tests;
 #[cfg(test)]

@@ -107,11 +107,11 @@ pub(super) fn flush(l: &Qmd, disks: &mut Disks, views: &[MemberView]) -> Vec<Lay
 }
 
 /// The agent starts again: the journal replayed, the address blocks read from `disks`.
-fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
+pub(super) fn restart(members: usize, journal: &[LayoutRecord], disks: &Disks) -> Qmd {
     restart_staging(members, 0, journal, disks)
 }
 
-fn restart_staging(
+pub(super) fn restart_staging(
     members: usize,
     staging_bytes: u64,
     journal: &[LayoutRecord],
