@@ -357,7 +357,8 @@ def promote_at_worst_phase(node, primary, args, samples):
 STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
               "coalesce(r_gen, 0), coalesce(r_apl, 0), coalesce(batches, 0), "
               "coalesce(r_apl_measured, false), coalesce(paced, false), "
-              "coalesce(spin_cycles_today, 0), coalesce(note, '') FROM greenreplica_status")
+              "coalesce(spin_cycles_today, 0), coalesce(write_only_batches, 0), "
+              "coalesce(note, '') FROM greenreplica_status")
 
 
 def sample(agent, standbys, samples, stop):
@@ -378,11 +379,14 @@ def sample(agent, standbys, samples, stop):
                 row["members"] = [m["state"] for m in v["members"]]
             try:
                 (phase, unapplied, est, rgen, rapl, batches, measured, paced, cycles,
-                 note) = node.psql(STATUS_SQL).split("|", 9)
+                 write_only, note) = node.psql(STATUS_SQL).split("|", 10)
+                # write_only_batches per sample tells which batches were woken write-only
+                # (a batch whose wake spun the disks up anyway shows against it).
                 row.update(phase=phase, unapplied_bytes=int(unapplied), rto_estimate_s=float(est),
                            r_gen=float(rgen), r_apl=float(rapl), batches=int(batches),
                            r_apl_measured=measured == "t", paced=paced == "t",
-                           spin_cycles_today=int(cycles), note=note)
+                           spin_cycles_today=int(cycles), write_only_batches=int(write_only),
+                           note=note)
             except Exception:
                 pass
             samples[config].append(row)
