@@ -26,9 +26,10 @@ Configurations:
   compact_qmd         as compact, on a QMD volume (issue 16): the same RAID10 members plus a flash
                       member (profile ssd, the last), policy cooperative (the scheduler decides
                       when the volume sleeps, as for compact); the standby's tablespace is marked
-                      cold (greenreplica_set_tablespace_temperature), so a batch whose window only
-                      writes (write-only wake) lands its write-back in flash while both disks of
-                      the pair sleep.  Not in the default set: compare it with compact in the same
+                      cold (greenreplica_set_volume_temperature: a pair sleeps whole only when
+                      every byte it holds is marked), so a batch whose window only writes
+                      (write-only wake) lands its write-back in flash while both disks of the
+                      pair sleep.  Not in the default set: compare it with compact in the same
                       run (--configs compact,compact_qmd)
 
 Run as root (the agent mounts filesystems); PostgreSQL runs as the test user.
@@ -356,7 +357,8 @@ def promote_at_worst_phase(node, primary, args, samples):
 STATUS_SQL = ("SELECT phase, coalesce(unapplied_bytes, 0), coalesce(rto_estimate_s, 0), "
               "coalesce(r_gen, 0), coalesce(r_apl, 0), coalesce(batches, 0), "
               "coalesce(r_apl_measured, false), coalesce(paced, false), "
-              "coalesce(spin_cycles_today, 0), coalesce(note, '') FROM greenreplica_status")
+              "coalesce(spin_cycles_today, 0), coalesce(write_only_batches, 0), "
+              "coalesce(note, '') FROM greenreplica_status")
 
 
 def sample(agent, standbys, samples, stop):
@@ -377,11 +379,14 @@ def sample(agent, standbys, samples, stop):
                 row["members"] = [m["state"] for m in v["members"]]
             try:
                 (phase, unapplied, est, rgen, rapl, batches, measured, paced, cycles,
-                 note) = node.psql(STATUS_SQL).split("|", 9)
+                 write_only, note) = node.psql(STATUS_SQL).split("|", 10)
+                # write_only_batches per sample tells which batches were woken write-only
+                # (a batch whose wake spun the disks up anyway shows against it).
                 row.update(phase=phase, unapplied_bytes=int(unapplied), rto_estimate_s=float(est),
                            r_gen=float(rgen), r_apl=float(rapl), batches=int(batches),
                            r_apl_measured=measured == "t", paced=paced == "t",
-                           spin_cycles_today=int(cycles), note=note)
+                           spin_cycles_today=int(cycles), write_only_batches=int(write_only),
+                           note=note)
             except Exception:
                 pass
             samples[config].append(row)
@@ -431,6 +436,37 @@ def promote_and_time(node):
             return time.time() - start
         time.sleep(0.01)
     return None
+
+
+def mark_qmd_cold(agent, node, config):
+    """Mark a QMD standby's volume cold, as a DBA would for a DR standby, and record what the
+    agent made of each step.
+
+    A QMD pair sleeps whole (and takes a write-only batch in flash alone) only when every
+    byte it holds is marked, some of it cold (storage-agent.md, "Partial on-line
+    mirrors"). The tablespace's files alone leave ext4's own metadata, the free space and
+    the files' later growth unmarked, so no pair is cold: that step is kept, first, to
+    record in the run that it does not suffice (its `cold_groups`). The whole volume cold
+    (greenreplica_set_volume_temperature) then covers [0, capacity). The usual sequence
+    would mark hot tablespaces hot after it; this standby has none (pg_default and pg_wal
+    live on the log volume)."""
+    steps = {}
+    marked = node.psql("SELECT extents, files, skipped_files FROM "
+                       "greenreplica_set_tablespace_temperature('data', 'cold')")
+    steps["tablespace_cold"] = {"extents|files|skipped": marked,
+                                "temperatures": agent.volumes()[config]["temperatures"]}
+    log(f"standby {config}: tablespace marked cold (extents|files|skipped {marked}); "
+        f"agent: {steps['tablespace_cold']['temperatures']}")
+    marked = node.psql("SELECT marked_bytes, ranges FROM greenreplica_set_volume_temperature('cold')")
+    vol = agent.volumes()[config]
+    steps["volume_cold"] = {"marked_bytes|ranges": marked, "capacity_bytes": vol["capacity_bytes"],
+                            "temperatures": vol["temperatures"]}
+    log(f"standby {config}: volume marked cold (marked_bytes|ranges {marked}); "
+        f"agent: {steps['volume_cold']['temperatures']}")
+    if not vol["temperatures"]["cold_groups"]:
+        log(f"standby {config}: WARNING: no pair is cold after the volume mark; "
+            "write-only batches will wake the disks")
+    return steps
 
 
 def main():
@@ -514,6 +550,7 @@ checkpoint_timeout = {args.checkpoint_timeout}
         primary.tpcc("init", args.warehouses, "data")
 
         standbys = {}
+        marking = {}
         for i, config in enumerate(configs):
             template = {"defer": "cooperative", "compact": "cooperative", "compact_os": "cooperative",
                         "stock_tuned": "idle_timeout_short",
@@ -536,11 +573,7 @@ primary_slot_name = '{config}'
             nodes.append(node)
             standbys[config] = node
             if config in QMD_CONFIGS:
-                # What a DBA does for a DR standby's data: mark it cold, so that the pairs
-                # holding only it may sleep whole and take write-only batches in flash.
-                marked = node.psql("SELECT extents, files, skipped_files FROM "
-                                   "greenreplica_set_tablespace_temperature('data', 'cold')")
-                log(f"standby {config}: tablespace marked cold (extents|files|skipped {marked})")
+                marking[config] = mark_qmd_cold(agent, node, config)
             log(f"standby {config}: started")
 
         lsn = primary.psql("SELECT pg_current_wal_lsn()")
@@ -633,6 +666,10 @@ primary_slot_name = '{config}'
                 "flash": ({"energy_joules": d["members"][-1]["energy_joules"],
                            "writes": d["members"][-1]["writes"], "reads": d["members"][-1]["reads"]}
                           if config in QMD_CONFIGS else None),
+                # What the agent made of the cold marks (QMD): cold_groups lists the pairs
+                # that may sleep whole, right after each mark and at the end of the run.
+                "marking": marking.get(config),
+                "temperatures_at_end": vols[config].get("temperatures") if config in QMD_CONFIGS else None,
                 # Start/stops of every disk (not the flash) per day.
                 "disk_spin_ups_per_day": [m["spin_ups"] * 86400.0 / elapsed for m in
                                           (d["members"][:-1] if config in QMD_CONFIGS else d["members"])],
