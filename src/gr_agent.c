@@ -377,6 +377,22 @@ gr_agent_volume_info(GrVolumeInfo *out, char *err, size_t errlen)
 		}
 	}
 
+	/*
+	 * The ledger's spin-ups include a flash member's wakes, which are no disk
+	 * start/stop; an agent that tells the spinning members' apart says so.
+	 */
+	{
+		uint64		disk_spin_ups;
+		GrJsonNumber d;
+
+		d = gr_json_count(volume->val.binary.data, "disk_spin_ups", PG_INT64_MAX,
+						  &disk_spin_ups, "volume", err, errlen);
+		if (d == GR_JSON_INVALID)
+			return false;
+		if (d == GR_JSON_VALID)
+			info->spin_ups = (double) disk_spin_ups;
+	}
+
 	profile = gr_json_key(volume->val.binary.data, "profile");
 	if (profile == NULL || profile->type != jbvBinary)
 	{

@@ -19,7 +19,10 @@ use POSIX ();
 # DIR/<op> while that file exists (a buggy or hostile agent).  With
 # ledger => 1 the volume reports a ledger whose spin_ups counts the wakes of
 # a sleeping volume, unless wakes_spin => 0: then no wake spins a disk up
-# (as a write-only wake that a flash buffer absorbs).
+# (as a write-only wake that a flash buffer absorbs).  With flash_wakes => 1
+# the volume also reports disk_spin_ups (the spinning members' alone) and
+# every wake of a sleeping volume wakes its flash member, which the ledger's
+# spin_ups counts (as the real agent's does).
 sub start
 {
 	my (%opts) = @_;
@@ -43,6 +46,7 @@ sub start
 	my $state = 'active';
 	my $spin_ups = 0;
 	my $wakes_spin = $opts{wakes_spin} // 1;
+	my $disk_spin_ups = 0;
 	while (my $client = $server->accept)
 	{
 		my $line = <$client>;
@@ -84,6 +88,7 @@ sub start
 						: ())
 				}
 			};
+			$reply->{volume}{disk_spin_ups} = $disk_spin_ups if $opts{flash_wakes};
 			$reply->{volume}{capacity_bytes} = $opts{capacity_bytes}
 			  if defined $opts{capacity_bytes};
 		}
@@ -104,7 +109,8 @@ sub start
 		}
 		elsif ($op eq 'wake')
 		{
-			$spin_ups++ if $state eq 'standby' && $wakes_spin;
+			$spin_ups++ if $state eq 'standby' && ($wakes_spin || $opts{flash_wakes});
+			$disk_spin_ups++ if $state eq 'standby' && $wakes_spin;
 			$state = 'active';
 			$reply = { ok => JSON::PP::true, state => 'spinning_up', ready_in_s => 0.2 };
 		}

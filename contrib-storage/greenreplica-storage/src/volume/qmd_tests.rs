@@ -289,3 +289,33 @@ fn a_burst_between_flushes_is_appended_in_half_space_pieces() {
     v.flush().unwrap();
     check("after the flush");
 }
+
+/// The flash member's wakes are no disk start/stop: the volume's `disk_spin_ups` (what the
+/// standby's start/stop budget spends) counts the spinning members only, while the ledger
+/// total keeps every member's.
+#[test]
+fn disk_spin_ups_leave_out_the_flash_members_wakes() {
+    use crate::drive::Drive;
+    use crate::ledger::Ledger;
+    use crate::profile::DriveProfile;
+
+    let clock = Arc::new(VirtualClock::new());
+    let (v, _stores) = memory_volume(LayoutKind::QMD, 5, clock.clone(), CHUNK);
+    let ssd = Arc::new(DriveProfile::load("ssd").unwrap());
+    let disk = Arc::new(DriveProfile::load("test-fast").unwrap());
+    for (m, slot) in v.slots.iter().enumerate() {
+        let (profile, spin_ups) = if m == 4 {
+            (ssd.clone(), 7)
+        } else {
+            (disk.clone(), m as u64)
+        };
+        let ledger = Ledger {
+            spin_ups,
+            ..Ledger::default()
+        };
+        *lock(&slot.drive) = Drive::new(profile, 0, PolicySpec::AlwaysOn.build(48), 0.0, ledger);
+    }
+    let status = v.status_view();
+    assert_eq!(status.ledger.spin_ups, 1 + 2 + 3 + 7);
+    assert_eq!(status.disk_spin_ups, 1 + 2 + 3);
+}

@@ -25,6 +25,10 @@ pub struct VolumeStatus {
     pub profile: serde_json::Value,
     pub energy_joules: f64,
     pub ledger: Ledger,
+    /// Spin-ups of the spinning members only: a flash member's wakes from its low-power
+    /// state are in `ledger.spin_ups` but are no start/stop cycle of a disk (what the
+    /// standby's daily start/stop budget spends).
+    pub disk_spin_ups: u64,
     pub hints: usize,
     /// Hot and cold ranges (QMD's partial on-line mirrors), summed.
     pub temperatures: TemperatureSummary,
@@ -86,6 +90,13 @@ impl Volume {
         let now = self.clock.now();
         let ledgers = self.member_ledgers(now);
         let total = Ledger::sum(&ledgers);
+        let disk_spin_ups = self
+            .slots
+            .iter()
+            .zip(&ledgers)
+            .filter(|(slot, _)| lock(&slot.drive).profile().rpm > 0)
+            .map(|(_, ledger)| ledger.spin_ups)
+            .sum();
         let power = self.member_power();
         let members = self
             .slots
@@ -135,6 +146,7 @@ impl Volume {
             profile,
             energy_joules: total.energy_joules,
             ledger: total,
+            disk_spin_ups,
             hints: self.hints().len(),
             temperatures: self.temperature_summary(),
             layout_metadata_bytes: self.layout.metadata_bytes(),
