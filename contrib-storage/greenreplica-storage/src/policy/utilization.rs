@@ -12,6 +12,14 @@
 //! `sleep_epochs` more quiet epochs (reads of its data wake it; a busy one wakes the second).
 //!
 //! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.
+//!
+//! `adaptive=on` (off by default: Table 1's policy is fixed) makes the quiet epochs a member
+//! needs before it sleeps break-even aware, in the spirit of Douglis et al.'s adaptive
+//! spin-down: a sleep that ended sooner than the drive's break-even time cost more energy than
+//! it saved (a power cycle paid for and barely slept), so the member's quiet epochs double
+//! (up to `sleep_epochs_max`); a sleep of at least `RELAX_AFTER` break-even times halves them
+//! again (never below `sleep_epochs`). A bursty daytime load then keeps the second disk up
+//! between bursts, and a quiet night lets it sleep on Table 1's count again.
 
 use std::fmt;
 
@@ -27,6 +35,10 @@ pub struct UtilizationParams {
     pub sleep_epochs: u32,
     pub wake_above: f64,
     pub wake_epochs: u32,
+    /// Break-even aware quiet epochs (see the module's comment).
+    pub adaptive: bool,
+    /// Most quiet epochs the adaptive count may ask for.
+    pub sleep_epochs_max: u32,
 }
 
 impl Default for UtilizationParams {
@@ -37,12 +49,17 @@ impl Default for UtilizationParams {
             sleep_epochs: 30,
             wake_above: 0.25,
             wake_epochs: 2,
+            adaptive: false,
+            sleep_epochs_max: 3_600,
         }
     }
 }
 
 /// Most epochs a threshold may ask for (a day of one-second epochs).
 const MAX_EPOCHS: u32 = 86_400;
+
+/// A sleep of at least this many break-even times was worth it: the adaptive count halves.
+pub const RELAX_AFTER: f64 = 4.0;
 
 impl UtilizationParams {
     /// `key=value` pairs separated by commas; unknown keys, bad numbers and inconsistent
@@ -81,10 +98,19 @@ impl UtilizationParams {
                 "sleep_epochs" => p.sleep_epochs = epochs("sleep_epochs")?,
                 "wake_above" => p.wake_above = number("wake_above")?,
                 "wake_epochs" => p.wake_epochs = epochs("wake_epochs")?,
+                "sleep_epochs_max" => p.sleep_epochs_max = epochs("sleep_epochs_max")?,
+                "adaptive" => {
+                    p.adaptive = match value.trim() {
+                        "on" | "true" | "1" => true,
+                        "off" | "false" | "0" => false,
+                        v => return Err(format!("adaptive {v:?} is not on or off")),
+                    }
+                }
                 other => {
                     return Err(format!(
                         "unknown utilization policy parameter {other:?}; use epoch_s, \
-                         sleep_below, sleep_epochs, wake_above or wake_epochs"
+                         sleep_below, sleep_epochs, wake_above, wake_epochs, adaptive or \
+                         sleep_epochs_max"
                     ))
                 }
             }
@@ -110,6 +136,12 @@ impl UtilizationParams {
                 self.sleep_below, self.wake_above
             ));
         }
+        if self.adaptive && self.sleep_epochs_max < self.sleep_epochs {
+            return Err(format!(
+                "sleep_epochs_max {} must be at least sleep_epochs {}",
+                self.sleep_epochs_max, self.sleep_epochs
+            ));
+        }
         Ok(())
     }
 }
@@ -120,7 +152,17 @@ impl fmt::Display for UtilizationParams {
             f,
             "epoch_s={},sleep_below={},sleep_epochs={},wake_above={},wake_epochs={}",
             self.epoch_s, self.sleep_below, self.sleep_epochs, self.wake_above, self.wake_epochs
-        )
+        )?;
+        // Table 1's fixed policy prints as before; the adaptive one says so.
+        if self.adaptive || self.sleep_epochs_max != Self::default().sleep_epochs_max {
+            write!(
+                f,
+                ",adaptive={},sleep_epochs_max={}",
+                if self.adaptive { "on" } else { "off" },
+                self.sleep_epochs_max
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -133,6 +175,12 @@ struct Seen {
     high: u32,
     /// Sleep granted at this time and not yet carried out.
     granted: Option<Seconds>,
+    /// When it last began to spin down, until the spin-up that ends that sleep.
+    down_at: Option<Seconds>,
+    /// Quiet epochs it needs before it sleeps (adaptive; 0: `sleep_epochs`).
+    quiet_needed: u32,
+    /// Its drive's break-even time, seen on the last epoch.
+    break_even_s: f64,
 }
 
 #[derive(Debug)]
@@ -156,6 +204,35 @@ impl Utilization {
             self.members.resize(member + 1, Seen::default());
         }
         &mut self.members[member]
+    }
+
+    /// The quiet epochs member `member` needs before it sleeps now.
+    pub fn quiet_needed(&self, member: usize) -> u32 {
+        let p = &self.params;
+        match self.members.get(member) {
+            Some(m) if p.adaptive => m
+                .quiet_needed
+                .max(p.sleep_epochs)
+                .min(p.sleep_epochs_max.max(p.sleep_epochs)),
+            _ => p.sleep_epochs,
+        }
+    }
+
+    /// A sleep of member `member` lasted `slept_s`: the adaptive count learns from it.
+    fn learn(&mut self, member: usize, slept_s: f64) {
+        let needed = self.quiet_needed(member);
+        let p = self.params;
+        let m = self.seen(member);
+        if !p.adaptive || m.break_even_s <= 0.0 {
+            return;
+        }
+        m.quiet_needed = if slept_s < m.break_even_s {
+            needed.saturating_mul(2).min(p.sleep_epochs_max)
+        } else if slept_s >= RELAX_AFTER * m.break_even_s {
+            (needed / 2).max(p.sleep_epochs)
+        } else {
+            needed
+        };
     }
 }
 
@@ -206,14 +283,21 @@ impl PowerManager for Utilization {
         self.seen(member).granted = Some(now);
     }
 
-    fn note_wake(&mut self, member: usize, _now: Seconds) {
-        if let Some(m) = self.members.get_mut(member) {
-            m.granted = None;
+    /// Called on every wake from idle too; only the first after a spin-down ends a sleep.
+    fn note_wake(&mut self, member: usize, now: Seconds) {
+        let Some(m) = self.members.get_mut(member) else {
+            return;
+        };
+        m.granted = None;
+        if let Some(down) = m.down_at.take() {
+            self.learn(member, now - down);
         }
     }
 
-    fn note_spin_down(&mut self, member: usize, _at: Seconds) {
-        self.seen(member).granted = None;
+    fn note_spin_down(&mut self, member: usize, at: Seconds) {
+        let m = self.seen(member);
+        m.granted = None;
+        m.down_at = Some(at);
     }
 
     fn tick_every(&self) -> Option<f64> {
@@ -235,6 +319,7 @@ impl PowerManager for Utilization {
         let mut util = vec![0.0; view.members.len()];
         for m in &view.members {
             let seen = self.seen(m.index);
+            seen.break_even_s = m.profile.break_even_s(m.standby_mode);
             if let Some(u) = util.get_mut(m.index) {
                 *u = ((m.active_s - seen.active_s) / dt).clamp(0.0, 1.0);
             }
@@ -253,6 +338,7 @@ impl PowerManager for Utilization {
             let (ua, us) = (util[a], util[s]);
             let cold = view.cold_groups.contains(&a);
             let active_awake = !asleep(active.state);
+            let (quiet_a, quiet_s) = (self.quiet_needed(a), self.quiet_needed(s));
             let seen = self.seen(s);
             if asleep(second.state) {
                 seen.low = 0;
@@ -265,7 +351,7 @@ impl PowerManager for Utilization {
                     // the second after as many quiet epochs.
                     let seen = self.seen(a);
                     seen.low = if ua < p.sleep_below { seen.low + 1 } else { 0 };
-                    if seen.low >= p.sleep_epochs && seen.granted.is_none() {
+                    if seen.low >= quiet_a && seen.granted.is_none() {
                         seen.low = 0;
                         actions.push(PowerAction::Sleep(SleepGrant {
                             member: a,
@@ -280,7 +366,7 @@ impl PowerManager for Utilization {
                 } else {
                     0
                 };
-                if seen.low >= p.sleep_epochs && seen.granted.is_none() {
+                if seen.low >= quiet_s && seen.granted.is_none() {
                     seen.low = 0;
                     actions.push(PowerAction::Sleep(SleepGrant {
                         member: s,
@@ -441,6 +527,113 @@ mod tests {
         }
         let actions = u.on_tick(&view(6.0, &idle, &busy));
         assert_eq!(actions.len(), 1, "member 2 (a group of one) is never slept");
+    }
+
+    /// Quiet epochs from `*t` until the policy puts member 1 to sleep (at most `limit`);
+    /// then it spins down and is woken `slept_s` later, as the drive would report it.
+    fn quiet_epochs_then_sleep(u: &mut Utilization, t: &mut f64, slept_s: f64) -> u32 {
+        let idle = [PowerState::Idle; 3];
+        let busy = [0.0; 3];
+        u.on_tick(&view(*t, &idle, &busy));
+        for n in 1..=10_000 {
+            *t += 1.0;
+            if !u.on_tick(&view(*t, &idle, &busy)).is_empty() {
+                u.grant_sleep(1, *t);
+                u.note_spin_down(1, *t);
+                *t += slept_s;
+                u.note_wake(1, *t);
+                // Ordinary wakes from idle (I/O) end no sleep.
+                u.note_wake(1, *t + 0.5);
+                u.note_wake(1, *t + 1.0);
+                *t += 1.0;
+                u.last_epoch = None;
+                return n;
+            }
+        }
+        panic!("member 1 never slept");
+    }
+
+    fn break_even() -> f64 {
+        DriveProfile::load("ultrastar-15k600")
+            .unwrap()
+            .break_even_s(0)
+    }
+
+    #[test]
+    fn adaptive_doubles_the_quiet_epochs_after_short_sleeps_and_halves_after_long_ones() {
+        let be = break_even();
+        assert!(be > 5.0, "break-even {be}");
+        let mut u = Utilization::new(UtilizationParams {
+            adaptive: true,
+            ..UtilizationParams::default()
+        });
+        let mut t = 0.0;
+        let short = be / 2.0;
+        let long = RELAX_AFTER * be + 1.0;
+        let got: Vec<u32> = [short, short, short, long, long, long]
+            .iter()
+            .map(|&slept| quiet_epochs_then_sleep(&mut u, &mut t, slept))
+            .collect();
+        assert_eq!(
+            got,
+            vec![30, 60, 120, 240, 120, 60],
+            "each sleep shorter than break-even doubles the next count, each long one halves it"
+        );
+        assert_eq!(quiet_epochs_then_sleep(&mut u, &mut t, long), 30);
+        assert_eq!(
+            quiet_epochs_then_sleep(&mut u, &mut t, long),
+            30,
+            "never below sleep_epochs"
+        );
+    }
+
+    #[test]
+    fn adaptive_is_capped_and_a_sleep_between_break_even_and_relax_changes_nothing() {
+        let be = break_even();
+        let mut u = Utilization::new(UtilizationParams {
+            adaptive: true,
+            sleep_epochs_max: 100,
+            ..UtilizationParams::default()
+        });
+        let mut t = 0.0;
+        let got: Vec<u32> = [1.0, 1.0, 1.0, 2.0 * be, 2.0 * be]
+            .iter()
+            .map(|&slept| quiet_epochs_then_sleep(&mut u, &mut t, slept))
+            .collect();
+        assert_eq!(got, vec![30, 60, 100, 100, 100]);
+        assert_eq!(u.quiet_needed(1), 100);
+        assert_eq!(u.quiet_needed(0), 30, "member 0 never slept");
+    }
+
+    #[test]
+    fn table_1_policy_keeps_its_thirty_epochs_after_short_sleeps() {
+        let mut u = Utilization::new(UtilizationParams::default());
+        let mut t = 0.0;
+        for _ in 0..4 {
+            assert_eq!(quiet_epochs_then_sleep(&mut u, &mut t, 1.0), 30);
+        }
+    }
+
+    #[test]
+    fn adaptive_parameters_parse_and_round_trip() {
+        let spec: PolicySpec = "utilization:adaptive=on,sleep_epochs_max=600"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            spec.to_string(),
+            "utilization:epoch_s=1,sleep_below=0.1,sleep_epochs=30,wake_above=0.25,\
+             wake_epochs=2,adaptive=on,sleep_epochs_max=600"
+        );
+        assert_eq!(spec.to_string().parse::<PolicySpec>().unwrap(), spec);
+        let fixed: PolicySpec = "utilization:sleep_epochs=5000".parse().unwrap();
+        assert!(!fixed.manager(48).describe().contains("adaptive"));
+        for bad in [
+            "utilization:adaptive=maybe",
+            "utilization:adaptive=on,sleep_epochs_max=10",
+            "utilization:sleep_epochs_max=0",
+        ] {
+            assert!(bad.parse::<PolicySpec>().is_err(), "{bad}");
+        }
     }
 
     #[test]
