@@ -13,13 +13,19 @@
 //!
 //! Groups that are not pairs (the flash member, parity stripes) are never put to sleep.
 //!
-//! `adaptive=on` (off by default: Table 1's policy is fixed) makes the quiet epochs a member
-//! needs before it sleeps break-even aware, in the spirit of Douglis et al.'s adaptive
-//! spin-down: a sleep that ended sooner than the drive's break-even time cost more energy than
-//! it saved (a power cycle paid for and barely slept), so the member's quiet epochs double
-//! (up to `sleep_epochs_max`); a sleep of at least `RELAX_AFTER` break-even times halves them
-//! again (never below `sleep_epochs`). A bursty daytime load then keeps the second disk up
-//! between bursts, and a quiet night lets it sleep on Table 1's count again.
+//! Two break-even aware options, both off by default (Table 1's policy is fixed), in the
+//! spirit of Douglis et al.'s adaptive spin-down:
+//! * `adaptive_sleep=on`: a sleep that ended sooner than the drive's break-even time cost
+//!   more energy than it saved, so the member's quiet epochs double (up to
+//!   `sleep_epochs_max`); a sleep of at least `RELAX_AFTER` break-even times halves them again
+//!   (never below `sleep_epochs`).
+//! * `adaptive_wake=on`: a wake pays only if the load that caused it outlasts the spin-up.
+//!   One epoch after the woken disk is ready the policy looks at the pair: if its load (both
+//!   disks' utilization together) is no longer above `wake_above`, the wake came too late for
+//!   the burst and cost a power cycle, so the busy epochs a wake needs double (up to
+//!   `wake_epochs_max`); a wake whose load is still there halves them (never below
+//!   `wake_epochs`). Short bursts then stop waking the second disk; a sustained load still
+//!   does.
 
 use std::fmt;
 
@@ -36,9 +42,13 @@ pub struct UtilizationParams {
     pub wake_above: f64,
     pub wake_epochs: u32,
     /// Break-even aware quiet epochs (see the module's comment).
-    pub adaptive: bool,
+    pub adaptive_sleep: bool,
     /// Most quiet epochs the adaptive count may ask for.
     pub sleep_epochs_max: u32,
+    /// Busy epochs learnt from whether wakes outlasted their burst.
+    pub adaptive_wake: bool,
+    /// Most busy epochs the adaptive wake may ask for.
+    pub wake_epochs_max: u32,
 }
 
 impl Default for UtilizationParams {
@@ -49,8 +59,10 @@ impl Default for UtilizationParams {
             sleep_epochs: 30,
             wake_above: 0.25,
             wake_epochs: 2,
-            adaptive: false,
+            adaptive_sleep: false,
             sleep_epochs_max: 3_600,
+            adaptive_wake: false,
+            wake_epochs_max: 64,
         }
     }
 }
@@ -92,6 +104,13 @@ impl UtilizationParams {
                     .filter(|&n| (1..=MAX_EPOCHS).contains(&n))
                     .ok_or_else(|| format!("{what} {value:?} is not a count of 1..={MAX_EPOCHS}"))
             };
+            let on_off = |what: &str| -> Result<bool, String> {
+                match value.trim() {
+                    "on" | "true" | "1" => Ok(true),
+                    "off" | "false" | "0" => Ok(false),
+                    v => Err(format!("{what} {v:?} is not on or off")),
+                }
+            };
             match key.trim() {
                 "epoch_s" => p.epoch_s = number("epoch_s")?,
                 "sleep_below" => p.sleep_below = number("sleep_below")?,
@@ -99,18 +118,14 @@ impl UtilizationParams {
                 "wake_above" => p.wake_above = number("wake_above")?,
                 "wake_epochs" => p.wake_epochs = epochs("wake_epochs")?,
                 "sleep_epochs_max" => p.sleep_epochs_max = epochs("sleep_epochs_max")?,
-                "adaptive" => {
-                    p.adaptive = match value.trim() {
-                        "on" | "true" | "1" => true,
-                        "off" | "false" | "0" => false,
-                        v => return Err(format!("adaptive {v:?} is not on or off")),
-                    }
-                }
+                "adaptive_sleep" => p.adaptive_sleep = on_off("adaptive_sleep")?,
+                "wake_epochs_max" => p.wake_epochs_max = epochs("wake_epochs_max")?,
+                "adaptive_wake" => p.adaptive_wake = on_off("adaptive_wake")?,
                 other => {
                     return Err(format!(
                         "unknown utilization policy parameter {other:?}; use epoch_s, \
-                         sleep_below, sleep_epochs, wake_above, wake_epochs, adaptive or \
-                         sleep_epochs_max"
+                         sleep_below, sleep_epochs, wake_above, wake_epochs, adaptive_sleep, \
+                         sleep_epochs_max, adaptive_wake or wake_epochs_max"
                     ))
                 }
             }
@@ -136,10 +151,16 @@ impl UtilizationParams {
                 self.sleep_below, self.wake_above
             ));
         }
-        if self.adaptive && self.sleep_epochs_max < self.sleep_epochs {
+        if self.adaptive_sleep && self.sleep_epochs_max < self.sleep_epochs {
             return Err(format!(
                 "sleep_epochs_max {} must be at least sleep_epochs {}",
                 self.sleep_epochs_max, self.sleep_epochs
+            ));
+        }
+        if self.adaptive_wake && self.wake_epochs_max < self.wake_epochs {
+            return Err(format!(
+                "wake_epochs_max {} must be at least wake_epochs {}",
+                self.wake_epochs_max, self.wake_epochs
             ));
         }
         Ok(())
@@ -154,12 +175,22 @@ impl fmt::Display for UtilizationParams {
             self.epoch_s, self.sleep_below, self.sleep_epochs, self.wake_above, self.wake_epochs
         )?;
         // Table 1's fixed policy prints as before; the adaptive one says so.
-        if self.adaptive || self.sleep_epochs_max != Self::default().sleep_epochs_max {
+        let on = |b: bool| if b { "on" } else { "off" };
+        let d = Self::default();
+        if self.adaptive_sleep || self.sleep_epochs_max != d.sleep_epochs_max {
             write!(
                 f,
-                ",adaptive={},sleep_epochs_max={}",
-                if self.adaptive { "on" } else { "off" },
+                ",adaptive_sleep={},sleep_epochs_max={}",
+                on(self.adaptive_sleep),
                 self.sleep_epochs_max
+            )?;
+        }
+        if self.adaptive_wake || self.wake_epochs_max != d.wake_epochs_max {
+            write!(
+                f,
+                ",adaptive_wake={},wake_epochs_max={}",
+                on(self.adaptive_wake),
+                self.wake_epochs_max
             )?;
         }
         Ok(())
@@ -179,8 +210,13 @@ struct Seen {
     down_at: Option<Seconds>,
     /// Quiet epochs it needs before it sleeps (adaptive; 0: `sleep_epochs`).
     quiet_needed: u32,
-    /// Its drive's break-even time, seen on the last epoch.
+    /// Its drive's break-even time and spin-up time, seen on the last epoch.
     break_even_s: f64,
+    spin_up_s: f64,
+    /// Busy epochs it needs before the policy wakes it (adaptive; 0: `wake_epochs`).
+    busy_needed: u32,
+    /// The policy woke it: judge the wake on the first epoch ending after this time.
+    judge_at: Option<Seconds>,
 }
 
 #[derive(Debug)]
@@ -210,7 +246,7 @@ impl Utilization {
     pub fn quiet_needed(&self, member: usize) -> u32 {
         let p = &self.params;
         match self.members.get(member) {
-            Some(m) if p.adaptive => m
+            Some(m) if p.adaptive_sleep => m
                 .quiet_needed
                 .max(p.sleep_epochs)
                 .min(p.sleep_epochs_max.max(p.sleep_epochs)),
@@ -218,12 +254,35 @@ impl Utilization {
         }
     }
 
+    /// The busy epochs member `member` needs before the policy wakes it now.
+    pub fn busy_needed(&self, member: usize) -> u32 {
+        let p = &self.params;
+        match self.members.get(member) {
+            Some(m) if p.adaptive_wake => m
+                .busy_needed
+                .max(p.wake_epochs)
+                .min(p.wake_epochs_max.max(p.wake_epochs)),
+            _ => p.wake_epochs,
+        }
+    }
+
+    /// A wake of member `member` is judged: was the load still there once it was up?
+    fn judge_wake(&mut self, member: usize, load_stayed: bool) {
+        let needed = self.busy_needed(member);
+        let p = self.params;
+        self.seen(member).busy_needed = if load_stayed {
+            (needed / 2).max(p.wake_epochs)
+        } else {
+            needed.saturating_mul(2).min(p.wake_epochs_max)
+        };
+    }
+
     /// A sleep of member `member` lasted `slept_s`: the adaptive count learns from it.
     fn learn(&mut self, member: usize, slept_s: f64) {
         let needed = self.quiet_needed(member);
         let p = self.params;
         let m = self.seen(member);
-        if !p.adaptive || m.break_even_s <= 0.0 {
+        if !p.adaptive_sleep || m.break_even_s <= 0.0 {
             return;
         }
         m.quiet_needed = if slept_s < m.break_even_s {
@@ -320,6 +379,7 @@ impl PowerManager for Utilization {
         for m in &view.members {
             let seen = self.seen(m.index);
             seen.break_even_s = m.profile.break_even_s(m.standby_mode);
+            seen.spin_up_s = m.profile.mode(m.standby_mode).spin_up_s;
             if let Some(u) = util.get_mut(m.index) {
                 *u = ((m.active_s - seen.active_s) / dt).clamp(0.0, 1.0);
             }
@@ -339,12 +399,17 @@ impl PowerManager for Utilization {
             let cold = view.cold_groups.contains(&a);
             let active_awake = !asleep(active.state);
             let (quiet_a, quiet_s) = (self.quiet_needed(a), self.quiet_needed(s));
+            let busy_s = self.busy_needed(s);
             let seen = self.seen(s);
             if asleep(second.state) {
                 seen.low = 0;
+                seen.judge_at = None;
                 seen.high = if ua > p.wake_above { seen.high + 1 } else { 0 };
-                if seen.high >= p.wake_epochs {
+                if seen.high >= busy_s {
                     seen.high = 0;
+                    if p.adaptive_wake {
+                        seen.judge_at = Some(now + seen.spin_up_s);
+                    }
                     actions.push(PowerAction::Wake { member: s });
                 } else if cold && active_awake {
                     // A pair holding only cold data sleeps whole: its active disk follows
@@ -361,6 +426,12 @@ impl PowerManager for Utilization {
                 }
             } else {
                 seen.high = 0;
+                // The first epoch wholly after the woken disk was ready judges the wake.
+                if seen.judge_at.is_some_and(|ready| last >= ready) {
+                    seen.judge_at = None;
+                    self.judge_wake(s, ua + us > p.wake_above);
+                }
+                let seen = self.seen(s);
                 seen.low = if ua.max(us) < p.sleep_below {
                     seen.low + 1
                 } else {
@@ -564,7 +635,7 @@ mod tests {
         let be = break_even();
         assert!(be > 5.0, "break-even {be}");
         let mut u = Utilization::new(UtilizationParams {
-            adaptive: true,
+            adaptive_sleep: true,
             ..UtilizationParams::default()
         });
         let mut t = 0.0;
@@ -591,7 +662,7 @@ mod tests {
     fn adaptive_is_capped_and_a_sleep_between_break_even_and_relax_changes_nothing() {
         let be = break_even();
         let mut u = Utilization::new(UtilizationParams {
-            adaptive: true,
+            adaptive_sleep: true,
             sleep_epochs_max: 100,
             ..UtilizationParams::default()
         });
@@ -614,22 +685,110 @@ mod tests {
         }
     }
 
+    /// Epochs of `load` (utilization of members 0 and 1) from `*t` on, member 1 asleep or
+    /// not; the epochs at which the policy woke member 1.
+    fn epochs(
+        u: &mut Utilization,
+        t: &mut f64,
+        busy: &mut [f64; 3],
+        second_asleep: bool,
+        load: &[(f64, f64)],
+    ) -> Vec<f64> {
+        let second = if second_asleep {
+            PowerState::Standby
+        } else {
+            PowerState::Idle
+        };
+        let states = [PowerState::Idle, second, PowerState::Idle];
+        let mut woke = Vec::new();
+        for &(a, s) in load {
+            *t += 1.0;
+            busy[0] += a;
+            busy[1] += s;
+            for action in u.on_tick(&view(*t, &states, busy)) {
+                if action == (PowerAction::Wake { member: 1 }) {
+                    woke.push(*t);
+                }
+            }
+        }
+        woke
+    }
+
+    #[test]
+    fn adaptive_wake_needs_more_busy_epochs_after_a_wake_that_outlived_its_burst() {
+        let mut u = Utilization::new(UtilizationParams {
+            adaptive_wake: true,
+            ..UtilizationParams::default()
+        });
+        let (mut t, mut busy) = (0.0, [0.0; 3]);
+        epochs(&mut u, &mut t, &mut busy, true, &[(0.0, 0.0)]);
+        // A two-epoch burst wakes it (Table 1), and is over before the spin-up (10.9 s).
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.5, 0.0); 2]);
+        assert_eq!(woke, vec![3.0], "epoch 1 only started the count");
+        epochs(&mut u, &mut t, &mut busy, false, &[(0.01, 0.0); 11]);
+        assert_eq!(
+            u.busy_needed(1),
+            2,
+            "not judged before an epoch after the spin-up"
+        );
+        epochs(&mut u, &mut t, &mut busy, false, &[(0.01, 0.0)]);
+        assert_eq!(u.busy_needed(1), 4, "a late wake doubles the busy epochs");
+        // Asleep again: three busy epochs no longer wake it, four do.
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.5, 0.0); 3]);
+        assert!(woke.is_empty());
+        let woke = epochs(
+            &mut u,
+            &mut t,
+            &mut busy,
+            true,
+            &[(0.0, 0.0), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0)],
+        );
+        assert_eq!(woke.len(), 1);
+        // This time the load outlasts the spin-up (the pair shares it): halved again.
+        epochs(&mut u, &mut t, &mut busy, false, &[(0.15, 0.15); 13]);
+        assert_eq!(u.busy_needed(1), 2, "a wake whose load stayed halves them");
+    }
+
+    #[test]
+    fn adaptive_wake_is_capped_and_table_1_never_learns() {
+        for (adaptive_wake, expect) in [(true, 6), (false, 2)] {
+            let mut u = Utilization::new(UtilizationParams {
+                adaptive_wake,
+                wake_epochs_max: 6,
+                ..UtilizationParams::default()
+            });
+            let (mut t, mut busy) = (0.0, [0.0; 3]);
+            epochs(&mut u, &mut t, &mut busy, true, &[(0.0, 0.0)]);
+            for _ in 0..4 {
+                let needed = u.busy_needed(1);
+                let busy_epochs = (1..=10)
+                    .find(|_| !epochs(&mut u, &mut t, &mut busy, true, &[(0.5, 0.0)]).is_empty());
+                assert_eq!(busy_epochs, Some(needed));
+                epochs(&mut u, &mut t, &mut busy, false, &[(0.0, 0.0); 13]);
+            }
+            assert_eq!(u.busy_needed(1), expect, "adaptive_wake={adaptive_wake}");
+        }
+    }
+
     #[test]
     fn adaptive_parameters_parse_and_round_trip() {
-        let spec: PolicySpec = "utilization:adaptive=on,sleep_epochs_max=600"
+        let spec: PolicySpec = "utilization:adaptive_sleep=on,sleep_epochs_max=600,adaptive_wake=1"
             .parse()
             .unwrap();
         assert_eq!(
             spec.to_string(),
             "utilization:epoch_s=1,sleep_below=0.1,sleep_epochs=30,wake_above=0.25,\
-             wake_epochs=2,adaptive=on,sleep_epochs_max=600"
+             wake_epochs=2,adaptive_sleep=on,sleep_epochs_max=600,adaptive_wake=on,\
+             wake_epochs_max=64"
         );
         assert_eq!(spec.to_string().parse::<PolicySpec>().unwrap(), spec);
         let fixed: PolicySpec = "utilization:sleep_epochs=5000".parse().unwrap();
         assert!(!fixed.manager(48).describe().contains("adaptive"));
         for bad in [
-            "utilization:adaptive=maybe",
-            "utilization:adaptive=on,sleep_epochs_max=10",
+            "utilization:adaptive_sleep=maybe",
+            "utilization:adaptive=on",
+            "utilization:adaptive_sleep=on,sleep_epochs_max=10",
+            "utilization:adaptive_wake=on,wake_epochs=8,wake_epochs_max=4",
             "utilization:sleep_epochs_max=0",
         ] {
             assert!(bad.parse::<PolicySpec>().is_err(), "{bad}");
