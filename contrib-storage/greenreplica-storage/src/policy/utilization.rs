@@ -20,8 +20,9 @@
 //!   `sleep_epochs_max`); a sleep of at least `RELAX_AFTER` break-even times halves them again
 //!   (never below `sleep_epochs`).
 //! * `adaptive_wake=on`: a wake pays only if the load that caused it outlasts the spin-up.
-//!   One epoch after the woken disk is ready the policy looks at the pair: if its load (both
-//!   disks' utilization together) is no longer above `wake_above`, the wake came too late for
+//!   One epoch after the woken disk is ready the policy looks at the foreground load (twice
+//!   the active disk's utilization: the pair shares the reads, and the second disk is busy
+//!   with the write-back): if it is no longer above `wake_above`, the wake came too late for
 //!   the burst and cost a power cycle, so the busy epochs a wake needs double (up to
 //!   `wake_epochs_max`); a wake whose load is still there halves them (never below
 //!   `wake_epochs`). Short bursts then stop waking the second disk; a sustained load still
@@ -426,10 +427,12 @@ impl PowerManager for Utilization {
                 }
             } else {
                 seen.high = 0;
-                // The first epoch wholly after the woken disk was ready judges the wake.
+                // The first epoch wholly after the woken disk was ready judges the wake by
+                // the foreground load: the active disk carries about half of it once both
+                // are up, the second disk's own utilization is mostly the write-back.
                 if seen.judge_at.is_some_and(|ready| last >= ready) {
                     seen.judge_at = None;
-                    self.judge_wake(s, ua + us > p.wake_above);
+                    self.judge_wake(s, 2.0 * ua > p.wake_above);
                 }
                 let seen = self.seen(s);
                 seen.low = if ua.max(us) < p.sleep_below {
@@ -744,9 +747,18 @@ mod tests {
             &[(0.0, 0.0), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0)],
         );
         assert_eq!(woke.len(), 1);
+        // Only the write-back keeps the second disk busy: still a late wake.
+        epochs(&mut u, &mut t, &mut busy, false, &[(0.05, 0.9); 13]);
+        assert_eq!(
+            u.busy_needed(1),
+            8,
+            "the write-back is not the burst's load"
+        );
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.5, 0.0); 8]);
+        assert_eq!(woke.len(), 1);
         // This time the load outlasts the spin-up (the pair shares it): halved again.
         epochs(&mut u, &mut t, &mut busy, false, &[(0.15, 0.15); 13]);
-        assert_eq!(u.busy_needed(1), 2, "a wake whose load stayed halves them");
+        assert_eq!(u.busy_needed(1), 4, "a wake whose load stayed halves them");
     }
 
     #[test]
