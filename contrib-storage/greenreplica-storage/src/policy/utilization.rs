@@ -26,7 +26,9 @@
 //!   the burst and cost a power cycle, so the busy epochs a wake needs double (up to
 //!   `wake_epochs_max`); a wake whose load is still there halves them (never below
 //!   `wake_epochs`). Short bursts then stop waking the second disk; a sustained load still
-//!   does.
+//!   does. A safety valve keeps a learnt count from starving an overloaded disk: an active
+//!   disk busy (`SATURATED`) for as many epochs as the spin-up takes wakes the second
+//!   whatever the count (its queue outlasts the spin-up, so the wake pays for the tail).
 
 use std::fmt;
 
@@ -70,6 +72,9 @@ impl Default for UtilizationParams {
 
 /// Most epochs a threshold may ask for (a day of one-second epochs).
 const MAX_EPOCHS: u32 = 86_400;
+
+/// Utilization of an active disk whose queue is building (adaptive wake's safety valve).
+pub const SATURATED: f64 = 0.9;
 
 /// A sleep of at least this many break-even times was worth it: the adaptive count halves.
 pub const RELAX_AFTER: f64 = 4.0;
@@ -205,6 +210,8 @@ struct Seen {
     /// Consecutive epochs below `sleep_below` (pair awake) or above `wake_above` (asleep).
     low: u32,
     high: u32,
+    /// Consecutive epochs the active disk of its pair was saturated (it asleep).
+    saturated: u32,
     /// Sleep granted at this time and not yet carried out.
     granted: Option<Seconds>,
     /// When it last began to spin down, until the spin-up that ends that sleep.
@@ -406,8 +413,16 @@ impl PowerManager for Utilization {
                 seen.low = 0;
                 seen.judge_at = None;
                 seen.high = if ua > p.wake_above { seen.high + 1 } else { 0 };
-                if seen.high >= busy_s {
+                seen.saturated = if ua >= SATURATED {
+                    seen.saturated + 1
+                } else {
+                    0
+                };
+                let valve = (seen.spin_up_s / p.epoch_s).ceil().max(1.0) as u32;
+                let overloaded = p.adaptive_wake && seen.saturated >= valve.max(p.wake_epochs);
+                if seen.high >= busy_s || overloaded {
                     seen.high = 0;
+                    seen.saturated = 0;
                     if p.adaptive_wake {
                         seen.judge_at = Some(now + seen.spin_up_s);
                     }
@@ -427,6 +442,7 @@ impl PowerManager for Utilization {
                 }
             } else {
                 seen.high = 0;
+                seen.saturated = 0;
                 // The first epoch wholly after the woken disk was ready judges the wake by
                 // the foreground load: the active disk carries about half of it once both
                 // are up, the second disk's own utilization is mostly the write-back.
@@ -759,6 +775,32 @@ mod tests {
         // This time the load outlasts the spin-up (the pair shares it): halved again.
         epochs(&mut u, &mut t, &mut busy, false, &[(0.15, 0.15); 13]);
         assert_eq!(u.busy_needed(1), 4, "a wake whose load stayed halves them");
+    }
+
+    #[test]
+    fn adaptive_wake_still_wakes_for_an_active_disk_saturated_longer_than_the_spin_up() {
+        let mut u = Utilization::new(UtilizationParams {
+            adaptive_wake: true,
+            ..UtilizationParams::default()
+        });
+        let (mut t, mut busy) = (0.0, [0.0; 3]);
+        epochs(&mut u, &mut t, &mut busy, true, &[(0.0, 0.0)]);
+        for _ in 0..3 {
+            let needed = u.busy_needed(1) as usize;
+            let woke = epochs(&mut u, &mut t, &mut busy, true, &vec![(0.5, 0.0); needed]);
+            assert_eq!(woke.len(), 1);
+            epochs(&mut u, &mut t, &mut busy, false, &[(0.0, 0.0); 13]);
+        }
+        assert_eq!(u.busy_needed(1), 16, "three late wakes");
+        // Busy but not saturated: 15 epochs do not wake it.
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.5, 0.0); 15]);
+        assert!(woke.is_empty());
+        epochs(&mut u, &mut t, &mut busy, true, &[(0.0, 0.0)]);
+        // Saturated: the spin-up (10.9 s) is 11 epochs; the 11th wakes it.
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.95, 0.0); 10]);
+        assert!(woke.is_empty());
+        let woke = epochs(&mut u, &mut t, &mut busy, true, &[(0.95, 0.0)]);
+        assert_eq!(woke.len(), 1, "the safety valve");
     }
 
     #[test]
