@@ -10,10 +10,16 @@ Scaling, so that it runs in minutes on the shared machine: the paper replays eac
 traces run for HOURS (default 24) of their 7 days, LiveMaps for LIVEMAPS_HOURS (default 6)
 of its day; spin-downs per disk per week are extrapolated from that span (x 168 / hours).
 
-Measured per preset: energy of QMD vs RAID10 (flash member included), spin-downs of the
-second disk, response-time percentiles 99.5/99.9/99.95 with and without QMD; on
-cambridge-src1_1, spin-downs per disk per week for buffers of 128 MB, 512 MB and 2 GB, and
-the tail with a spin-up threshold of 0.25 vs 0.6.
+Every QMD figure is measured with two policies in the same run: Table 1's fixed
+`utilization` (the paper's) and `utilization:adaptive_wake=on` (break-even aware wake: a
+wake whose burst is over once the disk has spun up doubles the busy epochs the next wake
+needs). Measured per preset: energy of QMD vs RAID10 (flash member included) and the bound
+of a second disk that never wakes, spin-downs of the second disk, response-time percentiles
+99.5/99.9/99.95 with and without QMD; on cambridge-src1_1, spin-downs per disk per week for
+buffers of 128 MB, 512 MB and 2 GB (also with `wake_above=1`: only the buffer wakes), the
+tail with a spin-up threshold of 0.25 vs 0.6 and with `adaptive_sleep=on`, and K = 2 vs 10:
+read response against the write-back rate (the replay's `write_back` report: net bytes the
+buffer shrank by per second while it shrank, sampled every 0.25 s at completions).
 Writes bench/results/qmd-replay.json and qmd-replay.png.
 
   /usr/bin/python3 bench/qmd/qmd.py [--bin PATH] [--hours H] [--livemaps-hours H]
@@ -24,6 +30,7 @@ import json
 import subprocess
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import matplotlib
@@ -41,6 +48,10 @@ PAIRS_IN_PAPER = 14
 PRESETS = {"cambridge-src1_1": 75.0, "cambridge-usr2": 18.0, "livemaps": 600.0}
 PAPER_SAVINGS = {"cambridge-src1_1": 0.31, "cambridge-usr2": 0.28, "livemaps": 0.11}
 MB = 1 << 20
+STANDBY_W = tomllib.loads(DISK.read_text())["standby_modes"][0]["power_w"]
+TABLE1 = "utilization"
+ADAPTIVE = "utilization:adaptive_wake=on"
+POLICIES = (TABLE1, ADAPTIVE)
 
 
 def run(binary, args):
@@ -64,6 +75,7 @@ def replay(binary, trace, layout, policy, options=()):
 
 def summary(r, hours):
     members = r["members"]
+    wb = r.get("write_back") or {}
     return {
         "energy_j": r["energy_joules"],
         "disk_energy_j": sum(m["energy_joules"] for m in members[:2]),
@@ -73,6 +85,11 @@ def summary(r, hours):
         "spin_downs_per_disk_week": members[1]["spin_downs"] * 168.0 / hours,
         "standby_s_second_disk": members[1]["state_seconds"].get("standby", 0.0),
         "response_ms": r["response_ms"],
+        "second_disk_bytes_written": members[1]["bytes_written"],
+        "write_back": wb,
+        # The energy if the second disk had slept the whole trace (everything else equal).
+        "second_never_wakes_j": r["energy_joules"] - members[1]["energy_joules"]
+        + STANDBY_W * r["duration_s"],
         "wall_s": round(r["wall_s"], 1),
     }
 
@@ -88,6 +105,7 @@ def main():
     a = ap.parse_args()
     scale = 1.0 / PAIRS_IN_PAPER
     rows, sweep, thresholds, ks = [], [], [], []
+    t_start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         for name, iops in PRESETS.items():
             hours = a.livemaps_hours if name == "livemaps" else a.hours
@@ -96,46 +114,71 @@ def main():
             trace.write_text(run(a.bin, ["synth-trace", "--preset", name, "--rate-scale",
                                          str(scale), "--requests", str(requests),
                                          "--volume-bytes", str(500 * 10**9), "--seed", "16"]))
-            base = replay(a.bin, trace, "raid10", "always-on")
-            qmd = replay(a.bin, trace, "qmd", "utilization",
-                         [f"buffer_bytes={a.buffer_bytes}"])
-            b, q = summary(base, hours), summary(qmd, hours)
-            rows.append({"preset": name, "hours": hours, "requests": requests,
-                         "raid10": b, "qmd": q,
-                         "energy_saved": 1.0 - q["energy_j"] / b["energy_j"],
-                         "paper_saved": PAPER_SAVINGS[name]})
-            print(f"{name:17} {hours:4.0f} h {requests:8d} req  raid10 {b['energy_j']/1e3:8.1f} kJ"
-                  f"  qmd {q['energy_j']/1e3:8.1f} kJ  saved {rows[-1]['energy_saved']*100:5.1f} %"
-                  f"  second-disk spin-downs {q['spin_downs_second_disk']}"
-                  f"  (wall {b['wall_s']}+{q['wall_s']} s)", flush=True)
+            cache = {}
+
+            def qmd(policy, buffer_bytes=a.buffer_bytes, k=None):
+                key = (policy, buffer_bytes, k)
+                if key not in cache:
+                    opts = [f"buffer_bytes={buffer_bytes}"] + ([f"k={k}"] if k else [])
+                    cache[key] = summary(replay(a.bin, trace, "qmd", policy, opts), hours)
+                return cache[key]
+
+            b = summary(replay(a.bin, trace, "raid10", "always-on"), hours)
+            row = {"preset": name, "hours": hours, "requests": requests, "raid10": b,
+                   "paper_saved": PAPER_SAVINGS[name]}
+            for policy in POLICIES:
+                q = qmd(policy)
+                row[policy] = q
+                row[f"energy_saved {policy}"] = 1.0 - q["energy_j"] / b["energy_j"]
+                print(f"{name:17} {hours:4.0f} h {requests:8d} req  raid10 "
+                      f"{b['energy_j']/1e3:8.1f} kJ  {policy:30} {q['energy_j']/1e3:8.1f} kJ"
+                      f"  saved {row[f'energy_saved {policy}']*100:5.1f} %"
+                      f"  second-disk spin-downs {q['spin_downs_second_disk']}"
+                      f"  p99.95 {q['response_ms']['p99_95']:.1f} ms"
+                      f"  (wall {b['wall_s']}+{q['wall_s']} s)", flush=True)
+            row["bound_saved"] = 1.0 - min(row[p]["second_never_wakes_j"]
+                                           for p in POLICIES) / b["energy_j"]
+            rows.append(row)
+            # K = 2 vs 10 where the load is bursty (src1_1) and where it is steady (livemaps).
+            if name in ("cambridge-src1_1", "livemaps"):
+                for policy in POLICIES:
+                    for k in (2, 10):
+                        r = qmd(policy, k=k)
+                        ks.append({"preset": name, "policy": policy, "k": k, **r})
+                        p, wb = r["response_ms"], r["write_back"]
+                        print(f"  {policy:30} K={k:2}: mean {p['mean']:.2f} p99.95"
+                              f" {p['p99_95']:.2f} ms, write-back"
+                              f" {wb.get('drain_bytes_per_s', 0) / MB:.1f} MB/s while draining"
+                              f" ({wb.get('drained_bytes', 0) / MB:.0f} MB drained,"
+                              f" {wb.get('unresolved_drained_bytes', 0) / MB:.0f} MB between"
+                              f" bursts), energy {r['energy_j']/1e3:8.1f} kJ", flush=True)
             if name != "cambridge-src1_1":
                 continue
-            # Table 1's policy, and one that never wakes on utilization (wake_above=1), so
-            # that only the buffer's fill wakes the second disk (the paper's Figure 7 effect).
-            for policy in ("utilization", "utilization:wake_above=1"):
+            # Table 1's policy, one that never wakes on utilization (wake_above=1), so that
+            # only the buffer's fill wakes the second disk (the paper's Figure 7 effect), and
+            # the adaptive wake.
+            for policy in (TABLE1, "utilization:wake_above=1", ADAPTIVE):
                 for mb in (128, 512, 2048):
-                    r = summary(replay(a.bin, trace, "qmd", policy,
-                                       [f"buffer_bytes={mb * MB}"]), hours)
+                    r = qmd(policy, mb * MB)
                     sweep.append({"policy": policy, "buffer_mb": mb, **r})
-                    print(f"  {policy:25} buffer {mb:5d} MB: "
+                    print(f"  {policy:30} buffer {mb:5d} MB: "
                           f"{r['spin_downs_per_disk_week']:7.1f} spin-downs/disk/week,"
                           f" energy {r['energy_j']/1e3:8.1f} kJ", flush=True)
-            for k in (2, 10):
-                r = summary(replay(a.bin, trace, "qmd", "utilization",
-                                   [f"buffer_bytes={a.buffer_bytes}", f"k={k}"]), hours)
-                ks.append({"k": k, **r})
-                p = r["response_ms"]
-                print(f"  K={k}: mean {p['mean']:.2f} p99.95 {p['p99_95']:.2f} ms,"
-                      f" energy {r['energy_j']/1e3:8.1f} kJ", flush=True)
-            for wake in (0.25, 0.6):
-                r = summary(replay(a.bin, trace, "qmd", f"utilization:wake_above={wake}",
-                                   [f"buffer_bytes={a.buffer_bytes}"]), hours)
-                thresholds.append({"wake_above": wake, **r})
-                p = r["response_ms"]
-                print(f"  wake_above {wake}: p99.5 {p['p99_5']:.2f} p99.9 {p['p99_9']:.2f}"
-                      f" p99.95 {p['p99_95']:.2f} ms", flush=True)
+            for policy in POLICIES:
+                for wake in (0.25, 0.6):
+                    r = qmd(policy if wake == 0.25 else
+                            f"{policy}{',' if ':' in policy else ':'}wake_above={wake}")
+                    thresholds.append({"policy": policy, "wake_above": wake, **r})
+            thresholds.append({"policy": "utilization:adaptive_sleep=on", "wake_above": 0.25,
+                               **qmd("utilization:adaptive_sleep=on")})
+            for t in thresholds:
+                p = t["response_ms"]
+                print(f"  {t['policy']:30} wake_above {t['wake_above']}: p99.5 {p['p99_5']:.2f}"
+                      f" p99.9 {p['p99_9']:.2f} p99.95 {p['p99_95']:.2f} ms, energy"
+                      f" {t['energy_j']/1e3:8.1f} kJ, {t['spin_downs_second_disk']} spin-downs",
+                      flush=True)
     cut = {}
-    for policy in ("utilization", "utilization:wake_above=1"):
+    for policy in (TABLE1, "utilization:wake_above=1", ADAPTIVE):
         pts = [s for s in sweep if s["policy"] == policy]
         first, last = pts[0]["spin_downs_per_disk_week"], pts[-1]["spin_downs_per_disk_week"]
         cut[policy] = 1.0 - last / first if first else None
@@ -143,45 +186,70 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "scaling": f"one pair at 1/{PAIRS_IN_PAPER} of each trace's rate; cambridge traces "
                    f"{a.hours} h, livemaps {a.livemaps_hours} h; per week = x168/hours",
+        "wall_s": round(time.monotonic() - t_start),
         "disk_profile": "ultrastar-15k600", "flash_profile": "ssd (X25-M figures)",
-        "buffer_bytes": a.buffer_bytes, "policy": "utilization (Table 1 defaults)",
+        "buffer_bytes": a.buffer_bytes, "policies": list(POLICIES),
         "rows": rows, "buffer_sweep": sweep, "spin_down_cut_128mb_to_2gb": cut,
         "wake_threshold": thresholds, "k": ks,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "qmd-replay.json").write_text(json.dumps(out, indent=2) + "\n")
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(17, 3.9))
     names = [r["preset"] for r in rows]
-    ax1.bar(names, [r["energy_saved"] * 100 for r in rows], color="tab:green", label="measured")
-    ax1.scatter(names, [r["paper_saved"] * 100 for r in rows], color="black", marker="_", s=400,
+    width = 0.38
+    xs = range(len(names))
+    for i, policy in enumerate(POLICIES):
+        ax1.bar([x + (i - 0.5) * width for x in xs],
+                [r[f"energy_saved {policy}"] * 100 for r in rows], width,
+                label="Table 1" if policy == TABLE1 else "adaptive wake")
+    ax1.scatter(xs, [r["paper_saved"] * 100 for r in rows], color="black", marker="_", s=400,
                 label="paper")
+    ax1.scatter(xs, [r["bound_saved"] * 100 for r in rows], color="red", marker="x",
+                label="second disk never wakes")
+    ax1.axhline(0, color="grey", lw=0.5)
+    ax1.set_xticks(list(xs), names)
     ax1.set_ylabel("energy saved vs raid10 (%)")
     ax1.set_title("QMD energy saving")
-    ax1.legend()
+    ax1.legend(fontsize=7)
     ax1.tick_params(axis="x", labelsize=7)
-    for policy in ("utilization", "utilization:wake_above=1"):
+    for policy in (TABLE1, "utilization:wake_above=1", ADAPTIVE):
         pts = [s for s in sweep if s["policy"] == policy]
-        ax2.plot([s["buffer_mb"] for s in pts], [s["spin_downs_per_disk_week"] for s in pts],
+        ax2.plot([s["buffer_mb"] for s in pts],
+                 [max(s["spin_downs_per_disk_week"], 0.5) for s in pts],
                  marker="o", label=policy)
     ax2.legend(fontsize=7)
     ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
     ax2.set_xlabel("flash buffer (MB)")
     ax2.set_ylabel("spin-downs per disk per week")
     ax2.set_title("cambridge-src1_1")
     pct = ["p99_5", "p99_9", "p99_95"]
     x = range(len(pct))
     src = rows[0]
-    ax3.plot(x, [src["raid10"]["response_ms"][p] for p in pct], marker="o", label="raid10")
+    ax3.plot(x, [src["raid10"]["response_ms"][p] for p in pct], marker="o", color="black",
+             label="raid10")
     for t in thresholds:
         ax3.plot(x, [t["response_ms"][p] for p in pct], marker="o",
-                 label=f"qmd wake>{t['wake_above']}")
+                 label=f"{t['policy'].replace('utilization', 'util')} wake>{t['wake_above']}")
     ax3.set_xticks(list(x), ["99.5", "99.9", "99.95"])
     ax3.set_yscale("log")
     ax3.set_xlabel("percentile")
     ax3.set_ylabel("response (ms)")
     ax3.set_title("tail, cambridge-src1_1")
-    ax3.legend(fontsize=7)
+    ax3.legend(fontsize=6)
+    for policy in POLICIES:
+        pts = [k for k in ks if k["policy"] == policy and k["preset"] == "cambridge-src1_1"]
+        ax4.plot([k["write_back"].get("drain_bytes_per_s", 0) / MB for k in pts],
+                 [k["response_ms"]["p99_95"] for k in pts], marker="o",
+                 label="Table 1" if policy == TABLE1 else "adaptive wake")
+        for k in pts:
+            ax4.annotate(f"K={k['k']}", (k["write_back"].get("drain_bytes_per_s", 0) / MB,
+                                         k["response_ms"]["p99_95"]), fontsize=7)
+    ax4.set_xlabel("write-back while draining (MB/s, net)")
+    ax4.set_ylabel("p99.95 response (ms)")
+    ax4.set_title("K = 2 vs 10, cambridge-src1_1")
+    ax4.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(RESULTS / "qmd-replay.png", dpi=110)
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::clock::VirtualClock;
+use crate::clock::{Seconds, VirtualClock};
 use crate::drive::Drive;
 use crate::latency::{ResponseSummary, Samples};
 use crate::layout::{self, LayoutKind, LayoutOptions, Role};
@@ -108,6 +108,8 @@ pub struct Figures {
     pub state_joules: PerState,
     pub reads: u64,
     pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
     pub standby_seconds_by_mode: std::collections::BTreeMap<String, f64>,
     pub response_ms: ResponseSummary,
 }
@@ -122,6 +124,8 @@ impl Figures {
             state_joules: ledger.state_joules,
             reads: ledger.reads,
             writes: ledger.writes,
+            bytes_read: ledger.bytes_read,
+            bytes_written: ledger.bytes_written,
             standby_seconds_by_mode: ledger.standby_seconds_by_mode.clone(),
             response_ms,
         }
@@ -159,6 +163,80 @@ pub struct ReplayReport {
     /// layout that reports one (QMD: extents held, fill, compaction counters).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layout_samples: Vec<(f64, serde_json::Value)>,
+    /// How fast a layout that buffers writes (QMD) wrote them back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_back: Option<WriteBackReport>,
+}
+
+/// The buffered bytes of a layout that buffers writes (its `layout_state` reports
+/// `buffered_bytes`), sampled at request completions at most every `SAMPLE_S`: what the
+/// write-back drained and how fast. Net figures: writes buffered during a drain offset it.
+#[derive(Debug, Default, Serialize)]
+pub struct WriteBackReport {
+    pub samples: u64,
+    pub peak_buffered_bytes: u64,
+    /// Time-weighted mean over the samples.
+    pub mean_buffered_bytes: f64,
+    /// Sum of the decreases between samples.
+    pub drained_bytes: u64,
+    /// Time of the sample intervals (at most `MAX_GAP_S` long) in which the buffer shrank,
+    /// and the bytes it shrank by in them per second: the write-back rate while draining.
+    pub draining_s: f64,
+    pub drain_bytes_per_s: f64,
+    /// Decreases across longer intervals (no completions between): in `drained_bytes` only.
+    pub unresolved_drained_bytes: u64,
+    /// Times the buffer was seen empty after holding bytes.
+    pub emptied: u64,
+    #[serde(skip)]
+    first_at: Option<Seconds>,
+}
+
+/// Sampling period and the longest interval whose decrease counts as a rate.
+const SAMPLE_S: f64 = 0.25;
+const MAX_GAP_S: f64 = 2.0;
+
+impl WriteBackReport {
+    fn sample(&mut self, last: &mut Option<(Seconds, u64)>, now: Seconds, buffered: u64) {
+        if let Some((t, b)) = *last {
+            let dt = now - t;
+            self.mean_buffered_bytes += b as f64 * dt;
+            if buffered < b {
+                let drop = b - buffered;
+                self.drained_bytes += drop;
+                if dt <= MAX_GAP_S {
+                    self.draining_s += dt;
+                } else {
+                    self.unresolved_drained_bytes += drop;
+                }
+                if buffered == 0 {
+                    self.emptied += 1;
+                }
+            }
+        }
+        self.samples += 1;
+        self.first_at.get_or_insert(now);
+        self.peak_buffered_bytes = self.peak_buffered_bytes.max(buffered);
+        *last = Some((now, buffered));
+    }
+
+    /// Done; the last sample was at `last_at`.
+    fn finish(mut self, last_at: Seconds) -> Self {
+        let span_s = last_at - self.first_at.unwrap_or(last_at);
+        if span_s > 0.0 {
+            self.mean_buffered_bytes /= span_s;
+        }
+        if self.draining_s > 0.0 {
+            self.drain_bytes_per_s =
+                (self.drained_bytes - self.unresolved_drained_bytes) as f64 / self.draining_s;
+        }
+        self
+    }
+}
+
+fn buffered_bytes(layout: &dyn layout::Personality) -> Option<u64> {
+    layout
+        .layout_state()
+        .and_then(|s| s.get("buffered_bytes").and_then(|b| b.as_u64()))
 }
 
 /// Tick interval of a replay whose layout does background work of its own.
@@ -337,6 +415,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let mut during_count = 0u64;
     let mut layout_samples = Vec::new();
     let mut next_sample = 0.0;
+    let mut write_back = buffered_bytes(volume.layout()).map(|_| WriteBackReport::default());
+    let mut last_sample: Option<(Seconds, u64)> = None;
     let end = runner.run(arrivals, |done| {
         requests += 1;
         if done.done >= next_sample {
@@ -344,6 +424,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
                 layout_samples.push((done.done, state));
             }
             next_sample = done.done + LAYOUT_SAMPLE_S;
+        }
+        if let Some(w) = write_back.as_mut() {
+            if last_sample.is_none_or(|(t, _)| done.done - t >= SAMPLE_S) {
+                if let Some(b) = buffered_bytes(volume.layout()) {
+                    w.sample(&mut last_sample, done.done, b);
+                }
+            }
         }
         responses.push(done.done - done.arrival);
         if let (Some(f), None) = (&opts.failure, rebuilt_at) {
@@ -404,6 +491,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         reconstruction,
         layout_metadata_bytes: volume.layout().metadata_bytes(),
         layout_samples,
+        write_back: write_back.map(|w| w.finish(last_sample.map_or(0.0, |(t, _)| t))),
     })
 }
 
@@ -442,6 +530,75 @@ mod tests {
         // 1000 s later (10^10 ticks of 100 ns).
         "128166382000000000,h,0,Read,0,4096,0",
     ];
+
+    /// Writes while QMD's second disk sleeps are buffered in flash; a read burst wakes it
+    /// and the write-back drains them: the report sees the buffer fill and empty.
+    #[test]
+    fn a_qmd_replay_reports_its_write_back() {
+        let tick = |s: f64| (s * 1e7) as u64;
+        let mut lines = vec!["0,h,0,Read,0,4096,0".to_string()];
+        for i in 0..20u64 {
+            lines.push(format!(
+                "{},h,0,Write,{},65536,0",
+                tick(10.0 + i as f64 * 0.01),
+                i * (7 << 20)
+            ));
+        }
+        for i in 0..10_000u64 {
+            let offset = (i * 7919 % 15_000) << 16;
+            lines.push(format!(
+                "{},h,0,Read,{offset},65536,0",
+                tick(20.0 + i as f64 * 0.003)
+            ));
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let path = trace("qmd-write-back", &refs);
+        let mut opts = options(path.clone(), "utilization:sleep_epochs=1");
+        opts.profile = "ultrastar-15k600".into();
+        opts.layout = LayoutKind::QMD;
+        opts.members = 3;
+        opts.flash_profile = Some("ssd".into());
+        opts.member_bytes = Some(1 << 30);
+        let r = replay(&opts).unwrap();
+        let raid10 = replay(&options_for(path.clone(), "raid10", 2)).unwrap();
+        std::fs::remove_file(path).unwrap();
+        assert!(raid10.write_back.is_none(), "raid10 buffers nothing");
+        let w = r.write_back.expect("qmd reports its write-back");
+        assert!(
+            r.members[1].figures.spin_downs >= 1,
+            "the second disk slept"
+        );
+        assert!(w.peak_buffered_bytes >= 20 * 65536, "{w:?}");
+        assert!(w.drained_bytes >= 20 * 65536, "{w:?}");
+        assert!(w.emptied >= 1 && w.drain_bytes_per_s > 0.0, "{w:?}");
+        assert!(r.members[1].figures.bytes_written >= 20 * 65536);
+    }
+
+    #[test]
+    fn write_back_rate_counts_only_resolved_decreases() {
+        let mut w = WriteBackReport::default();
+        let mut last = None;
+        for (t, b) in [
+            (0.0, 0),
+            (1.0, 100),
+            (1.5, 60),
+            (2.0, 0),
+            (10.0, 50),
+            (20.0, 0),
+        ] {
+            w.sample(&mut last, t, b);
+        }
+        let w = w.finish(20.0);
+        assert_eq!(w.samples, 6);
+        assert_eq!(w.peak_buffered_bytes, 100);
+        assert_eq!(w.drained_bytes, 150);
+        assert_eq!(w.unresolved_drained_bytes, 50, "50 bytes across a 10 s gap");
+        assert_eq!(w.emptied, 2);
+        assert!((w.draining_s - 1.0).abs() < 1e-9);
+        assert!((w.drain_bytes_per_s - 100.0).abs() < 1e-9);
+        // 100 for 0.5 s, 60 for 0.5 s, 50 for 10 s, over 20 s.
+        assert!((w.mean_buffered_bytes - (50.0 + 30.0 + 500.0) / 20.0).abs() < 1e-9);
+    }
 
     #[test]
     fn done_when_idle_timeout_scenario() {

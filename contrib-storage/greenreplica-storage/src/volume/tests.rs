@@ -755,6 +755,7 @@ fn the_status_view_keeps_the_protocol_fields() {
             "bitmap_dirty_regions",
             "capacity_bytes",
             "degraded",
+            "disk_spin_ups",
             "energy_joules",
             "hints",
             "last_scrub",
