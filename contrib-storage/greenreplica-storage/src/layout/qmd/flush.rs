@@ -7,12 +7,20 @@
 //! write-backs): a tick may write back K runs per foreground request planned since the last
 //! tick, and without any requests as many as the engine's per-tick share allows.
 //!
+//! A drive serves queued foreground commands before background ones only among the oldest
+//! commands of its queue (its window, `drive/queue.rs`): a read queued behind a longer
+//! backlog waits for all of it. So the write-back keeps at most half of a second disk's
+//! window queued on it (what the engine reports in its view, plus what this tick gave it,
+//! which the engine queues after the tick): a read arriving during a flush always finds a
+//! place in the window and goes before the write-backs.
+//!
 //! A mirror flushes when its second disk is up (the power policy woke it: utilization rose)
 //! or when the buffer passes its fill threshold (then the write-back itself wakes it), and
 //! keeps flushing until its index is empty.
 
 use super::index::{Head, MirrorIndex};
 use crate::clock::Seconds;
+use crate::layout::MemberView;
 
 /// Shortest budget period (volume ticks are further apart).
 const BUDGET_PERIOD_S: Seconds = 0.05;
@@ -49,6 +57,13 @@ pub struct Flush {
     requests: usize,
     /// A drain (`background_all`): no budget until every index is empty.
     pub draining: bool,
+    /// Write-backs given to each pair's second disk in this budget period.
+    issued: Vec<usize>,
+}
+
+/// Write-backs a second disk may hold queued: half of its drive's window.
+fn queue_cap(window: usize) -> usize {
+    (window / 2).max(1)
 }
 
 impl Flush {
@@ -62,6 +77,7 @@ impl Flush {
             allowed: 0,
             requests: 0,
             draining: false,
+            issued: vec![0; pairs],
         }
     }
 
@@ -85,14 +101,23 @@ impl Flush {
                 n => n.saturating_mul(self.params.k),
             };
             self.requests = 0;
+            self.issued.fill(0);
         }
         self.draining || self.used < self.allowed
     }
 
-    /// Take one write-back of the budget.
-    pub fn take(&mut self) -> bool {
+    /// Whether pair `p`'s second disk, seen as `second`, can take one more write-back
+    /// without a read arriving there being queued behind write-backs (a drain has no bound:
+    /// it serves nothing else).
+    pub fn room(&self, p: usize, second: &MemberView) -> bool {
+        self.draining || second.queued.saturating_add(self.issued[p]) < queue_cap(second.window)
+    }
+
+    /// Take one write-back of the budget for pair `p`.
+    pub fn take(&mut self, p: usize) -> bool {
         if self.draining || self.used < self.allowed {
             self.used += 1;
+            self.issued[p] += 1;
             return true;
         }
         false
@@ -131,19 +156,19 @@ mod tests {
         );
         f.request();
         assert!(f.budget_left(1.0));
-        assert!(f.take() && f.take());
-        assert!(!f.take());
+        assert!(f.take(0) && f.take(0));
+        assert!(!f.take(0));
         assert!(!f.budget_left(1.0), "same tick");
         assert!(!f.budget_left(1.001), "the same tick in real time");
         (0..3).for_each(|_| f.request());
         assert!(f.budget_left(2.0), "a new tick");
-        assert_eq!((0..10).filter(|_| f.take()).count(), 6, "K per request");
+        assert_eq!((0..10).filter(|_| f.take(0)).count(), 6, "K per request");
         assert!(f.budget_left(3.0), "no requests: idle");
-        assert!((0..1000).all(|_| f.take()));
+        assert!((0..1000).all(|_| f.take(0)));
         f.request();
         f.budget_left(4.0);
         f.draining = true;
-        assert!((0..100).all(|_| f.take()));
+        assert!((0..100).all(|_| f.take(0)));
     }
 
     #[test]

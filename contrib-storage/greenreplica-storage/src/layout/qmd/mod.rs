@@ -1411,6 +1411,9 @@ impl Personality for Qmd {
                 staging,
                 ..
             } = &mut *st;
+            if !flush.room(p, &views[2 * p + 1]) {
+                continue;
+            }
             let mut head = flush.heads[p];
             let mut tries = index[p].len();
             while tries > 0 {
@@ -1423,7 +1426,7 @@ impl Personality for Qmd {
                     && !staging.holds(e.flash_off, e.len))
                     || (!e.sole && views[2 * p].holds(home, e.len));
                 if readable {
-                    if !flush.take() {
+                    if !flush.take(p) {
                         return None;
                     }
                     flush.heads[p] = head;

@@ -303,6 +303,56 @@ fn the_flush_writes_back_k_runs_per_request_in_elevator_order_and_cleans_the_ind
 }
 
 #[test]
+fn the_write_back_keeps_a_second_disks_backlog_within_half_its_window() {
+    let l = qmd(3);
+    let views = asleep(3);
+    for home in 0..40 {
+        let w = l.plan(IoKind::Write, home * SU, 512, &views).unwrap();
+        l.complete(&w);
+    }
+    // The second disk woke after its sleep, 40 runs buffered, no request since the last
+    // tick (an unlimited budget): its drive chooses among the oldest 8 queued commands.
+    let mut up = [MemberView::healthy(0.0); 3];
+    up[1].window = 8;
+    let mut given = 0;
+    while l.next_wakeup(1.0).is_some() {
+        let Some((offset, len)) = l.background_work(&up) else {
+            break;
+        };
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        given += 1;
+    }
+    assert_eq!(
+        given, 4,
+        "half the window in one tick, though the budget allows all 40"
+    );
+    // Next tick: the drive still holds 3 of them; one more fits.
+    up[1].queued = 3;
+    let mut next = 0;
+    while l.next_wakeup(2.0).is_some() {
+        let Some((offset, len)) = l.background_work(&up) else {
+            break;
+        };
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        next += 1;
+    }
+    assert_eq!(next, 1);
+    // Four queued (a read arriving now is among the 8 commands the drive chooses from,
+    // where foreground commands go first): no more write-backs until some finish.
+    up[1].queued = 4;
+    assert_eq!(l.background_work(&up), None, "the queue is at the bound");
+    // A drain serves nothing else: no bound.
+    l.background_all();
+    let mut drained = 0;
+    while let Some((offset, len)) = l.background_work(&up) {
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        drained += 1;
+    }
+    assert_eq!(drained, 40 - 5);
+    assert_eq!(l.buffered_bytes(), 0);
+}
+
+#[test]
 fn a_full_buffer_forces_the_flush_and_extents_come_back_once_durable() {
     let l = qmd(3);
     let views = asleep(3);
