@@ -9,10 +9,12 @@
 //!
 //! A drive serves queued foreground commands before background ones only among the oldest
 //! commands of its queue (its window, `drive/queue.rs`): a read queued behind a longer
-//! backlog waits for all of it. So the write-back keeps at most half of a second disk's
-//! window queued on it (what the engine reports in its view, plus what this tick gave it,
-//! which the engine queues after the tick): a read arriving during a flush always finds a
-//! place in the window and goes before the write-backs.
+//! backlog waits for all of it. So reads of a pair go to the active disk while the second
+//! disk holds half its window or more (`backlogged`), and the write-back keeps at most four
+//! windows queued on a second disk (what the engine reports in its view plus what this tick
+//! gave it, which the engine queues after the tick): about a second of small writes on a
+//! 15K disk, enough to keep it busy between two ticks, where before a tick could queue 8 MiB
+//! of small runs (many seconds of work) on it.
 //!
 //! A mirror flushes when its second disk is up (the power policy woke it: utilization rose)
 //! or when the buffer passes its fill threshold (then the write-back itself wakes it), and
@@ -61,9 +63,15 @@ pub struct Flush {
     issued: Vec<usize>,
 }
 
-/// Write-backs a second disk may hold queued: half of its drive's window.
+/// Write-backs a second disk may hold queued: four times its drive's window.
 fn queue_cap(window: usize) -> usize {
-    (window / 2).max(1)
+    window.saturating_mul(4).max(1)
+}
+
+/// A disk holding half its drive's window or more: a read sent there could queue behind
+/// background commands outside the window.
+pub fn backlogged(view: &MemberView) -> bool {
+    view.queued >= (view.window / 2).max(1)
 }
 
 impl Flush {
