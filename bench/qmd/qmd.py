@@ -94,6 +94,63 @@ def summary(r, hours):
     }
 
 
+def rows_only(a, presets):
+    """The per-preset rows alone (raid10, Table 1, adaptive wake), with each member's tail
+    and deepest drive queue: the check of a layout change without the 19-minute grid."""
+    scale = 1.0 / PAIRS_IN_PAPER
+    rows, t_start = [], time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in presets:
+            hours = a.livemaps_hours if name == "livemaps" else a.hours
+            requests = int(PRESETS[name] * scale * hours * 3600)
+            trace = Path(tmp) / f"{name}.csv"
+            trace.write_text(run(a.bin, ["synth-trace", "--preset", name, "--rate-scale",
+                                         str(scale), "--requests", str(requests),
+                                         "--volume-bytes", str(500 * 10**9), "--seed", "16"]))
+            row = {"preset": name, "hours": hours, "requests": requests}
+            for label, layout, policy, opts in (
+                    ("raid10", "raid10", "always-on", ()),
+                    (TABLE1, "qmd", TABLE1, [f"buffer_bytes={a.buffer_bytes}"]),
+                    (ADAPTIVE, "qmd", ADAPTIVE, [f"buffer_bytes={a.buffer_bytes}"])):
+                r = replay(a.bin, trace, layout, policy, opts)
+                q = summary(r, hours)
+                q["members"] = [{"index": m["index"], "response_ms": m["response_ms"],
+                                 "max_queue_depth": m.get("max_queue_depth")}
+                                for m in r["members"]]
+                row[label] = q
+                if label != "raid10":
+                    row[f"energy_saved {label}"] = 1.0 - q["energy_j"] / row["raid10"]["energy_j"]
+                p = q["response_ms"]
+                print(f"{name:17} {label:30} {q['energy_j']/1e3:8.1f} kJ  p99.5/99.9/99.95"
+                      f" {p['p99_5']:.1f}/{p['p99_9']:.1f}/{p['p99_95']:.1f} ms  queues "
+                      f"{[m['max_queue_depth'] for m in q['members']]}  (wall {q['wall_s']} s)",
+                      flush=True)
+            rows.append(row)
+    out = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "scaling": f"one pair at 1/{PAIRS_IN_PAPER} of each trace's rate; cambridge traces "
+                   f"{a.hours} h, livemaps {a.livemaps_hours} h",
+        "wall_s": round(time.monotonic() - t_start), "buffer_bytes": a.buffer_bytes,
+        "rows": rows,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "qmd-replay-rows.json").write_text(json.dumps(out, indent=2) + "\n")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels = ["raid10", TABLE1, ADAPTIVE]
+    width = 0.27
+    for i, label in enumerate(labels):
+        xs = [j + (i - 1) * width for j in range(len(rows))]
+        ax1.bar(xs, [r[label]["energy_j"] / 1e3 for r in rows], width, label=label)
+        ax2.bar(xs, [r[label]["response_ms"]["p99_95"] for r in rows], width, label=label)
+    for ax, title in ((ax1, "energy (kJ)"), (ax2, "p99.95 response (ms, log)")):
+        ax.set_xticks(range(len(rows)), [r["preset"] for r in rows])
+        ax.set_title(title)
+    ax2.set_yscale("log")
+    ax1.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "qmd-replay-rows.png", dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "contrib-storage" / "target" / "release"
@@ -102,7 +159,12 @@ def main():
     ap.add_argument("--livemaps-hours", type=float, default=6.0)
     ap.add_argument("--buffer-bytes", type=int, default=2048 * MB,
                     help="QMD buffer of the per-preset runs")
+    ap.add_argument("--rows-only", metavar="PRESET,...",
+                    help="only the Table 1 / adaptive rows of these presets (no sweeps), "
+                         "written to qmd-replay-rows.json/.png")
     a = ap.parse_args()
+    if a.rows_only:
+        return rows_only(a, a.rows_only.split(","))
     scale = 1.0 / PAIRS_IN_PAPER
     rows, sweep, thresholds, ks = [], [], [], []
     t_start = time.monotonic()

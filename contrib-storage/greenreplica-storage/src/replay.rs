@@ -135,6 +135,8 @@ impl Figures {
 #[derive(Debug, Serialize)]
 pub struct MemberReport {
     pub index: usize,
+    /// The most commands its drive had waiting when one was queued.
+    pub max_queue_depth: usize,
     #[serde(flatten)]
     pub figures: Figures,
 }
@@ -417,6 +419,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
     let mut next_sample = 0.0;
     let mut write_back = buffered_bytes(volume.layout()).map(|_| WriteBackReport::default());
     let mut last_sample: Option<(Seconds, u64)> = None;
+    let depths = runner.queue_depths();
     let end = runner.run(arrivals, |done| {
         requests += 1;
         if done.done >= next_sample {
@@ -485,6 +488,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
             .enumerate()
             .map(|(index, (ledger, samples))| MemberReport {
                 index,
+                max_queue_depth: depths.max(index),
                 figures: Figures::new(ledger, samples.summary(1e3)),
             })
             .collect(),

@@ -190,6 +190,11 @@ impl Drive {
         self.queue.scheduler()
     }
 
+    /// How many queued commands the scheduler chooses among (the oldest first).
+    pub fn queue_window(&self) -> usize {
+        self.queue.depth()
+    }
+
     /// Queue depth and scheduler for this member (the profile gives the defaults).
     pub fn set_queueing(&mut self, depth: usize, scheduler: SchedulerKind) {
         self.queue.set_policy(depth, scheduler);

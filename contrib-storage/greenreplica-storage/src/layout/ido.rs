@@ -1467,6 +1467,7 @@ mod tests {
             valid_below: 0,
             writable: true,
             ready_at: 0.0,
+            ..MemberView::healthy(0.0)
         };
         // Member 2 rebuilt zone 1 (member bytes 32..64 KiB) only.
         let (o, l) = (32 << 10, 32 << 10);

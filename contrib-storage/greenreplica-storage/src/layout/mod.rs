@@ -161,6 +161,12 @@ pub struct MemberView {
     pub writable: bool,
     /// When it could start serving a new request (spun down members are far in the future).
     pub ready_at: Seconds,
+    /// Commands waiting in its drive's queue, not yet in service (0: none or unknown).
+    pub queued: usize,
+    /// How many of the queued commands the drive's scheduler chooses among, the oldest
+    /// first: a command queued behind more waits for those ahead of it whatever its class
+    /// (usize::MAX: unknown, no limit).
+    pub window: usize,
 }
 
 impl MemberView {
@@ -169,6 +175,8 @@ impl MemberView {
             valid_below: u64::MAX,
             writable: true,
             ready_at,
+            queued: 0,
+            window: usize::MAX,
         }
     }
 
@@ -177,6 +185,8 @@ impl MemberView {
             valid_below: 0,
             writable: false,
             ready_at,
+            queued: 0,
+            window: usize::MAX,
         }
     }
 

@@ -210,6 +210,7 @@ mod tests {
             valid_below: SU,
             writable: true,
             ready_at: 0.0,
+            ..MemberView::healthy(0.0)
         };
         let views = [rebuilding, MemberView::healthy(9.0)];
         assert_eq!(

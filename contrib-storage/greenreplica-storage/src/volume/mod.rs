@@ -287,7 +287,12 @@ impl Volume {
     }
 
     fn views(&self, now: Seconds) -> Vec<MemberView> {
-        self.views_with(|slot| lock(&slot.drive).ready_estimate(now))
+        let mut views = self.views_with(|slot| lock(&slot.drive).ready_estimate(now));
+        for (view, slot) in views.iter_mut().zip(&self.slots) {
+            let drive = lock(&slot.drive);
+            (view.queued, view.window) = (drive.queued(), drive.queue_window());
+        }
+        views
     }
 
     /// Views from the members' health alone (ready now): asking the drive models for their
@@ -303,15 +308,10 @@ impl Volume {
                 let ready_at = ready(slot);
                 match slot.health() {
                     Health::InSync => MemberView::healthy(ready_at),
-                    Health::Failed { .. } => MemberView {
-                        valid_below: 0,
-                        writable: false,
-                        ready_at,
-                    },
+                    Health::Failed { .. } => MemberView::failed(ready_at),
                     Health::Rebuilding { watermark } => MemberView {
                         valid_below: watermark,
-                        writable: true,
-                        ready_at,
+                        ..MemberView::healthy(ready_at)
                     },
                 }
             })

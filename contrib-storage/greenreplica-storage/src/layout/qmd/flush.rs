@@ -7,12 +7,22 @@
 //! write-backs): a tick may write back K runs per foreground request planned since the last
 //! tick, and without any requests as many as the engine's per-tick share allows.
 //!
+//! A drive serves queued foreground commands before background ones only among the oldest
+//! commands of its queue (its window, `drive/queue.rs`): a read queued behind a longer
+//! backlog waits for all of it. So reads of a pair go to the active disk while the second
+//! disk holds half its window or more (`backlogged`), and the write-back keeps at most four
+//! windows queued on a second disk (what the engine reports in its view plus what this tick
+//! gave it, which the engine queues after the tick): about a second of small writes on a
+//! 15K disk, enough to keep it busy between two ticks, where before a tick could queue 8 MiB
+//! of small runs (many seconds of work) on it.
+//!
 //! A mirror flushes when its second disk is up (the power policy woke it: utilization rose)
 //! or when the buffer passes its fill threshold (then the write-back itself wakes it), and
 //! keeps flushing until its index is empty.
 
 use super::index::{Head, MirrorIndex};
 use crate::clock::Seconds;
+use crate::layout::MemberView;
 
 /// Shortest budget period (volume ticks are further apart).
 const BUDGET_PERIOD_S: Seconds = 0.05;
@@ -49,6 +59,19 @@ pub struct Flush {
     requests: usize,
     /// A drain (`background_all`): no budget until every index is empty.
     pub draining: bool,
+    /// Write-backs given to each pair's second disk in this budget period.
+    issued: Vec<usize>,
+}
+
+/// Write-backs a second disk may hold queued: four times its drive's window.
+fn queue_cap(window: usize) -> usize {
+    window.saturating_mul(4).max(1)
+}
+
+/// A disk holding half its drive's window or more: a read sent there could queue behind
+/// background commands outside the window.
+pub fn backlogged(view: &MemberView) -> bool {
+    view.queued >= (view.window / 2).max(1)
 }
 
 impl Flush {
@@ -62,6 +85,7 @@ impl Flush {
             allowed: 0,
             requests: 0,
             draining: false,
+            issued: vec![0; pairs],
         }
     }
 
@@ -85,14 +109,23 @@ impl Flush {
                 n => n.saturating_mul(self.params.k),
             };
             self.requests = 0;
+            self.issued.fill(0);
         }
         self.draining || self.used < self.allowed
     }
 
-    /// Take one write-back of the budget.
-    pub fn take(&mut self) -> bool {
+    /// Whether pair `p`'s second disk, seen as `second`, can take one more write-back
+    /// without a read arriving there being queued behind write-backs (a drain has no bound:
+    /// it serves nothing else).
+    pub fn room(&self, p: usize, second: &MemberView) -> bool {
+        self.draining || second.queued.saturating_add(self.issued[p]) < queue_cap(second.window)
+    }
+
+    /// Take one write-back of the budget for pair `p`.
+    pub fn take(&mut self, p: usize) -> bool {
         if self.draining || self.used < self.allowed {
             self.used += 1;
+            self.issued[p] += 1;
             return true;
         }
         false
@@ -131,19 +164,19 @@ mod tests {
         );
         f.request();
         assert!(f.budget_left(1.0));
-        assert!(f.take() && f.take());
-        assert!(!f.take());
+        assert!(f.take(0) && f.take(0));
+        assert!(!f.take(0));
         assert!(!f.budget_left(1.0), "same tick");
         assert!(!f.budget_left(1.001), "the same tick in real time");
         (0..3).for_each(|_| f.request());
         assert!(f.budget_left(2.0), "a new tick");
-        assert_eq!((0..10).filter(|_| f.take()).count(), 6, "K per request");
+        assert_eq!((0..10).filter(|_| f.take(0)).count(), 6, "K per request");
         assert!(f.budget_left(3.0), "no requests: idle");
-        assert!((0..1000).all(|_| f.take()));
+        assert!((0..1000).all(|_| f.take(0)));
         f.request();
         f.budget_left(4.0);
         f.draining = true;
-        assert!((0..100).all(|_| f.take()));
+        assert!((0..100).all(|_| f.take(0)));
     }
 
     #[test]

@@ -448,10 +448,12 @@ impl Qmd {
                 // Staged, not yet appended: the flash does not hold it, the active disk does.
                 Some(flash_off) if st.staging.holds(flash_off, n) => vec![(a, at)],
                 Some(flash_off) => vec![(flash, flash_off), (a, at)],
-                // A sleeping second disk (or one stale there after a lost address block)
-                // is read only when the active one cannot serve.
+                // A sleeping second disk (or one stale there after a lost address block,
+                // or one with a write-back backlog) is read only when the active one
+                // cannot serve.
                 None if !self.second_up(st, pair, views)
-                    || st.address.in_resync(pair, at, at + n) =>
+                    || st.address.in_resync(pair, at, at + n)
+                    || flush::backlogged(&views[s]) =>
                 {
                     vec![(a, at), (s, at)]
                 }
@@ -1411,6 +1413,9 @@ impl Personality for Qmd {
                 staging,
                 ..
             } = &mut *st;
+            if !flush.room(p, &views[2 * p + 1]) {
+                continue;
+            }
             let mut head = flush.heads[p];
             let mut tries = index[p].len();
             while tries > 0 {
@@ -1423,7 +1428,7 @@ impl Personality for Qmd {
                     && !staging.holds(e.flash_off, e.len))
                     || (!e.sole && views[2 * p].holds(home, e.len));
                 if readable {
-                    if !flush.take() {
+                    if !flush.take(p) {
                         return None;
                     }
                     flush.heads[p] = head;

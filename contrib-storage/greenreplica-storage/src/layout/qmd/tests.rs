@@ -303,6 +303,64 @@ fn the_flush_writes_back_k_runs_per_request_in_elevator_order_and_cleans_the_ind
 }
 
 #[test]
+fn reads_avoid_a_second_disks_write_back_backlog_and_the_backlog_is_bounded() {
+    let l = qmd(3);
+    let views = asleep(3);
+    for home in 0..40 {
+        let w = l.plan(IoKind::Write, home * SU, 512, &views).unwrap();
+        l.complete(&w);
+    }
+    // The second disk woke after its sleep, 40 runs buffered, no request since the last
+    // tick (an unlimited budget): its drive chooses among the oldest 4 queued commands.
+    let mut up = [MemberView::healthy(0.0); 3];
+    up[1].window = 4;
+    let mut given = 0;
+    while l.next_wakeup(1.0).is_some() {
+        let Some((offset, len)) = l.background_work(&up) else {
+            break;
+        };
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        given += 1;
+    }
+    assert_eq!(
+        given, 16,
+        "four windows in one tick, though the budget allows all 40"
+    );
+    // Next tick: the drive still holds 13 of them; three more fit.
+    up[1].queued = 13;
+    let mut next = 0;
+    while l.next_wakeup(2.0).is_some() {
+        let Some((offset, len)) = l.background_work(&up) else {
+            break;
+        };
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        next += 1;
+    }
+    assert_eq!(next, 3);
+    // A read of a written-back unit while the second disk's backlog fills its window goes
+    // to the active disk, though the second looks readier (its command in service ends
+    // first): queued behind the backlog it would wait for all of it.
+    up[0].ready_at = 0.002;
+    up[1].ready_at = 0.001;
+    let r = l.plan(IoKind::Read, 50 * SU, 512, &up).unwrap();
+    assert_eq!(targets(&r.reads), vec![(0, 50 * SU)]);
+    // Under half the window: the readier disk serves (the read goes first in its window).
+    up[1].queued = 1;
+    let r = l.plan(IoKind::Read, 50 * SU, 512, &up).unwrap();
+    assert_eq!(targets(&r.reads), vec![(1, 50 * SU)]);
+    // A drain serves nothing else: no bound.
+    up[1].queued = 100;
+    l.background_all();
+    let mut drained = 0;
+    while let Some((offset, len)) = l.background_work(&up) {
+        l.complete(&l.background_plan(offset, len, &up).unwrap());
+        drained += 1;
+    }
+    assert_eq!(drained, 40 - 19);
+    assert_eq!(l.buffered_bytes(), 0);
+}
+
+#[test]
 fn a_full_buffer_forces_the_flush_and_extents_come_back_once_durable() {
     let l = qmd(3);
     let views = asleep(3);
