@@ -1226,12 +1226,20 @@ gr_wake_for_batch(TimestampTz now, bool decoded)
 
 		gr_set_step("wake decision");
 		gr_window_wake_inputs(&sched.window, &in);
-		if (in.decoded_whole && gr_wake_reads_left(&in) == 0)
+		if ((in.decoded_whole || in.split_on_reads) && gr_wake_reads_left(&in) == 0)
 		{
 			gr_window_write_extents(&sched.window, &writes);
 			in.write_extents_complete = !writes.truncated;
 		}
 		kind = gr_wake_kind(&in, &why);
+
+		/*
+		 * A window split at its read bound promised only its own writes:
+		 * the batch ends at the split, the rest is the next batch's, with
+		 * a wake decided from its own window.
+		 */
+		if (gr_wake_cuts_batch(&in, kind))
+			sched.batch_end = sched.window.apply_to;
 		gr_set_step(NULL);
 	}
 	if (kind == GR_WAKE_WRITES_ONLY)
