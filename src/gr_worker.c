@@ -1219,6 +1219,7 @@ gr_wake_for_batch(TimestampTz now, bool decoded)
 	const char *why = "the window was not decoded before the wake";
 	GrHintExtents writes = {0};
 	bool		woken = false;
+	bool		cuts_batch = false;
 
 	if (decoded)
 	{
@@ -1232,20 +1233,21 @@ gr_wake_for_batch(TimestampTz now, bool decoded)
 			in.write_extents_complete = !writes.truncated;
 		}
 		kind = gr_wake_kind(&in, &why);
-
-		/*
-		 * A window split at its read bound promised only its own writes:
-		 * the batch ends at the split, the rest is the next batch's, with
-		 * a wake decided from its own window.
-		 */
-		if (gr_wake_cuts_batch(&in, kind))
-			sched.batch_end = sched.window.apply_to;
+		cuts_batch = gr_wake_cuts_batch(&in, kind);
 		gr_set_step(NULL);
 	}
 	if (kind == GR_WAKE_WRITES_ONLY)
 	{
 		woken = gr_agent_wake_writes_only(writes.extents, writes.count,
 										  &ready_in, err, sizeof(err));
+
+		/*
+		 * A window split at its read bound promised only its own writes:
+		 * the batch ends at the split, the rest is the next batch's, with
+		 * a wake decided from its own window.
+		 */
+		if (woken && cuts_batch)
+			sched.batch_end = sched.window.apply_to;
 		if (!woken)
 		{
 			ereport(DEBUG1,
