@@ -28,9 +28,10 @@ gr_wake_kind(const GrWakeInputs *in, const char **why)
 
 	/*
 	 * Only a window decoded to its end is known whole: the WAL past a split
-	 * or an early stop may read anything.
+	 * or an early stop may read anything.  A window split at its read bound
+	 * is whole up to the split, where the batch then ends.
 	 */
-	if (!in->decoded_whole)
+	if (!in->decoded_whole && !in->split_on_reads)
 		reason = "the window was not decoded whole";
 	else if (gr_wake_reads_left(in) > 0)
 		reason = "the window reads from the volume";
@@ -39,10 +40,17 @@ gr_wake_kind(const GrWakeInputs *in, const char **why)
 		reason = "the window writes more extents than one request holds";
 	else
 	{
-		reason = "the window only writes";
+		reason = in->decoded_whole ? "the window only writes" :
+			"the window only writes up to its read bound, where the batch ends";
 		kind = GR_WAKE_WRITES_ONLY;
 	}
 	if (why)
 		*why = reason;
 	return kind;
+}
+
+bool
+gr_wake_cuts_batch(const GrWakeInputs *in, GrWakeKind kind)
+{
+	return kind == GR_WAKE_WRITES_ONLY && !in->decoded_whole && in->split_on_reads;
 }

@@ -35,6 +35,9 @@ typedef struct GrWakeInputs
 {
 	bool		decoded_whole;	/* decoded to the batch end: not split,
 								 * aborted or stopped short */
+	bool		split_on_reads; /* not whole only because it split at its
+								 * read (or memory) bound: the batch can end
+								 * there */
 	uint64_t	reads_needed;	/* distinct blocks whose first reference is
 								 * neither an image nor an init */
 	uint64_t	in_shared_buffers;	/* of those, in shared buffers now */
@@ -52,5 +55,11 @@ extern uint64_t gr_wake_reads_left(const GrWakeInputs *in);
  * log.
  */
 extern GrWakeKind gr_wake_kind(const GrWakeInputs *in, const char **why);
+
+/*
+ * Whether the batch must end where a window split at its read bound
+ * stopped: a write-only wake covers only the WAL that was decoded.
+ */
+extern bool gr_wake_cuts_batch(const GrWakeInputs *in, GrWakeKind kind);
 
 #endif							/* GR_WAKE_H */

@@ -103,6 +103,7 @@ gr_window_wake_inputs(GrWindow *window, GrWakeInputs *in)
 
 	memset(in, 0, sizeof(*in));
 	in->decoded_whole = !window->split && !window->aborted && !window->incomplete;
+	in->split_on_reads = window->split && !window->aborted && !window->incomplete;
 	in->reads_needed = n;
 	in->write_extents_complete = true;
 

@@ -1219,6 +1219,7 @@ gr_wake_for_batch(TimestampTz now, bool decoded)
 	const char *why = "the window was not decoded before the wake";
 	GrHintExtents writes = {0};
 	bool		woken = false;
+	bool		cuts_batch = false;
 
 	if (decoded)
 	{
@@ -1226,18 +1227,27 @@ gr_wake_for_batch(TimestampTz now, bool decoded)
 
 		gr_set_step("wake decision");
 		gr_window_wake_inputs(&sched.window, &in);
-		if (in.decoded_whole && gr_wake_reads_left(&in) == 0)
+		if ((in.decoded_whole || in.split_on_reads) && gr_wake_reads_left(&in) == 0)
 		{
 			gr_window_write_extents(&sched.window, &writes);
 			in.write_extents_complete = !writes.truncated;
 		}
 		kind = gr_wake_kind(&in, &why);
+		cuts_batch = gr_wake_cuts_batch(&in, kind);
 		gr_set_step(NULL);
 	}
 	if (kind == GR_WAKE_WRITES_ONLY)
 	{
 		woken = gr_agent_wake_writes_only(writes.extents, writes.count,
 										  &ready_in, err, sizeof(err));
+
+		/*
+		 * A window split at its read bound promised only its own writes:
+		 * the batch ends at the split, the rest is the next batch's, with
+		 * a wake decided from its own window.
+		 */
+		if (woken && cuts_batch)
+			sched.batch_end = sched.window.apply_to;
 		if (!woken)
 		{
 			ereport(DEBUG1,

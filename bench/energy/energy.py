@@ -285,6 +285,8 @@ def standby_conf(config, args, volume):
     if args.max_spin_cycles_per_day is not None:
         extra += f"greenreplica.max_spin_cycles_per_day = {args.max_spin_cycles_per_day}\n"
     mode = OTHER_LAYOUTS.get(config, (QMD_CONFIGS.get(config, config.removesuffix("_os")),))[0]
+    if args.debug_log:
+        extra += "log_min_messages = debug1\n"
     return common + extra + f"""greenreplica.mode = {mode}
 greenreplica.rto = {args.rto}s
 greenreplica.window_size = {args.window}
@@ -377,6 +379,11 @@ def sample(agent, standbys, samples, stop):
             v = vols.get(config)
             if v:
                 row["members"] = [m["state"] for m in v["members"]]
+                # why each member spins (hint, io, request, ...) and its I/O so far: a wake
+                # that read the disks shows against the batch that caused it
+                row["awake"] = [m.get("awake") for m in v["members"]]
+                row["reads"] = [m["ledger"].get("reads") for m in v["members"]]
+                row["writes"] = [m["ledger"].get("writes") for m in v["members"]]
             try:
                 (phase, unapplied, est, rgen, rapl, batches, measured, paced, cycles,
                  write_only, note) = node.psql(STATUS_SQL).split("|", 10)
@@ -500,6 +507,9 @@ def main():
                         "with its largest backlog, and promote it then (the others at the end)")
     p.add_argument("--worst-phase-wait", type=int, default=900,
                    help="longest wait for the worst phase, s")
+    p.add_argument("--debug-log", action="store_true",
+                   help="batching standbys log at DEBUG1 (why a wake was plain, not write-only); "
+                        "with KEEP=1 in the environment the logs stay in the work directory")
     p.add_argument("--results", default=str(ROOT / "bench" / "results"))
     p.add_argument("--name", default="latest", help="results file stem")
     args = p.parse_args()

@@ -60,6 +60,31 @@ main(void)
 		   "a window not decoded whole gets a plain wake");
 	expect(strstr(why, "decoded") != NULL, "the reason names the decode");
 
+	/*
+	 * A window that stopped at its read bound (the prefetch's memory) is not
+	 * decoded to the batch end, but the batch can end where it stopped: when
+	 * it reads nothing the wake is write-only and the batch is cut there.
+	 * (bench/energy's compact_qmd: every 16 MB window past 4,096 reads
+	 * split, and every such batch woke both disks for no read.)
+	 */
+	in = whole(0, 0, 0, 0);
+	in.decoded_whole = false;
+	in.split_on_reads = true;
+	expect(gr_wake_kind(&in, &why) == GR_WAKE_WRITES_ONLY,
+		   "a window split at its read bound that reads nothing wakes for its writes only");
+	expect(strstr(why, "read bound") != NULL, "the reason names the cut");
+	expect(gr_wake_cuts_batch(&in, GR_WAKE_WRITES_ONLY),
+		   "and the batch ends at the split");
+	in = whole(10, 4, 5, 0);
+	in.decoded_whole = false;
+	in.split_on_reads = true;
+	expect(gr_wake_kind(&in, NULL) == GR_WAKE_PLAIN,
+		   "a split window with a read left gets a plain wake");
+	expect(!gr_wake_cuts_batch(&in, GR_WAKE_PLAIN), "and the batch is not cut");
+	in = whole(0, 0, 0, 0);
+	expect(!gr_wake_cuts_batch(&in, GR_WAKE_WRITES_ONLY),
+		   "a window decoded whole never cuts the batch");
+
 	/* Written extents that do not fit one request. */
 	in = whole(0, 0, 0, 0);
 	in.write_extents_complete = false;

@@ -236,11 +236,27 @@ impl Drive {
     }
 
     fn dispatch(&mut self, at: Seconds) {
+        let was_asleep = matches!(
+            self.power.state(),
+            PowerState::Standby | PowerState::SpinningDown
+        );
         let start = self.power.begin_service(at);
         if self.power.take_head_lost() {
             self.mechanism.forget_head();
         }
-        let Some(command) = self.queue.take_next(self.mechanism.as_ref(), start) else {
+        let next = self.queue.take_next(self.mechanism.as_ref(), start);
+        if was_asleep {
+            // Which command spun a sleeping drive up (RUST_LOG=greenreplica_storage::drive=debug):
+            // tells a read of a sleeping pair from the write-back or a destage.
+            match &next {
+                Some(c) => tracing::debug!(
+                    op = ?c.op, offset = c.offset, len = c.len, class = ?c.class,
+                    "drive woken by a command"
+                ),
+                None => tracing::debug!("drive woken by a destage of its cache"),
+            }
+        }
+        let Some(command) = next else {
             let done = self.mechanism.destage_one(start);
             self.power.busy_until(done);
             self.in_flight.push(InFlight {
